@@ -1,0 +1,1 @@
+//! The node side of mco-agent.

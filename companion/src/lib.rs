@@ -1,0 +1,1 @@
+//! mco-companion library.

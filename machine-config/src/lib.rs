@@ -1,0 +1,1 @@
+//! The pure configuration model shared by the agent and the companion.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything the build, the demo and the tests need on a fresh Debian 12 machine.
+# Idempotent: packages already present are skipped quickly.
+set -euo pipefail
+
+# Packages, one group per purpose. Add to the group your code needs.
+packages=(
+  # build: ostree crate links Debian's libostree 2022.7
+  pkg-config libostree-dev
+  # real components used by tests
+  ostree gir1.2-ostree-1.0 ignition dbus-daemon python3-dbusmock curl
+  # packaging checks
+  rpm selinux-policy-dev checkpolicy semodule-utils setools
+  # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)
+  systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
+  # benchmarks
+  nginx-light wrk
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  name=${p%%/*}
+  if [ "$name" = qemu-utils ]; then
+    # the machine ships qemu-utils 10 from backports, which conflicts with bookworm's qemu-system
+    dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q '^1:7\.' || missing+=("$p")
+    continue
+  fi
+  dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+# kubectl: the machine has one (google-cloud-sdk); Debian's is the fallback
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # another apt run may hold the lock for a while on a fresh machine
+  for i in $(seq 1 60); do
+    apt-get update -qq && break
+    sleep 5
+  done
+  apt-get install -y -qq --no-install-recommends --allow-downgrades "${missing[@]}" >/dev/null
+fi
+
+command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
