@@ -1,0 +1,165 @@
+//! A private `dbus-daemon` of type "system" for tests.
+//!
+//! Each [`PrivateBus`] runs its own `dbus-daemon --nofork` with a generated configuration in a
+//! temporary directory: a `system`-type bus listening on a unix socket there, EXTERNAL
+//! authentication, and a default policy that lets every connection own any name and talk to any
+//! peer (test-infra.md §6). The daemon is killed and the directory removed on drop.
+//!
+//! Clients reach it through [`PrivateBus::address`]; code under test that calls
+//! `zbus::Connection::system()` finds it when `DBUS_SYSTEM_BUS_ADDRESS` is set to that address
+//! (pass it to child processes with [`PrivateBus::env`], or use [`PrivateBus::connect`] in-process).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// How long the daemon may take to print its address before we give up.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running private system-type bus. Killed on drop.
+#[derive(Debug)]
+pub struct PrivateBus {
+    child: Child,
+    address: String,
+    dir: tempfile::TempDir,
+}
+
+impl PrivateBus {
+    /// Starts `dbus-daemon` and waits until it listens.
+    pub fn start() -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("mco-test-dbus.")
+            .tempdir()
+            .context("creating a directory for the private bus")?;
+        let socket = dir.path().join("system_bus_socket");
+        let config = dir.path().join("system.conf");
+        std::fs::write(&config, config_xml(&socket))
+            .with_context(|| format!("writing {}", config.display()))?;
+
+        let mut child = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg("--nopidfile")
+            .arg("--print-address=1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            // A system-type bus run by root complains it cannot raise the fd limit: harmless.
+            .stderr(Stdio::null())
+            .spawn()
+            .context(
+                "starting dbus-daemon (is the dbus-daemon package installed? see tests/setup.sh)",
+            )?;
+
+        let stdout = child.stdout.take().context("dbus-daemon stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let res = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+            let _ = tx.send(res);
+        });
+        let address = match rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(Ok(line)) if !line.trim().is_empty() => line.trim().to_string(),
+            Ok(Ok(_)) => {
+                let status = child.wait().ok();
+                bail!("dbus-daemon exited without printing its address (status {status:?})")
+            }
+            Ok(Err(e)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e).context("reading the dbus-daemon address");
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("dbus-daemon did not print its address within {STARTUP_TIMEOUT:?}")
+            }
+        };
+        Ok(Self {
+            child,
+            address,
+            dir,
+        })
+    }
+
+    /// The bus address, e.g. `unix:path=/tmp/mco-test-dbus.XXXX/system_bus_socket,guid=...`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The directory holding the socket and the configuration.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The environment a child process needs to use this bus as its system bus.
+    pub fn env(&self) -> [(&'static str, String); 1] {
+        [("DBUS_SYSTEM_BUS_ADDRESS", self.address.clone())]
+    }
+
+    /// A new client connection to this bus.
+    pub async fn connect(&self) -> Result<zbus::Connection> {
+        zbus::connection::Builder::address(self.address.as_str())
+            .context("parsing the private bus address")?
+            .build()
+            .await
+            .with_context(|| format!("connecting to the private bus at {}", self.address))
+    }
+}
+
+impl Drop for PrivateBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The generated bus configuration: a system bus that trusts everyone who can reach the socket.
+fn config_xml(socket: &Path) -> String {
+    format!(
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_type="method_return"/>
+    <allow send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="signal"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+  </policy>
+</busconfig>
+"#,
+        socket = xml_escape(&socket.display().to_string())
+    )
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The socket path inside a `unix:path=...` address, if it is one.
+pub fn socket_path(address: &str) -> Option<PathBuf> {
+    let rest = address.strip_prefix("unix:")?;
+    rest.split(',')
+        .find_map(|kv| kv.strip_prefix("path="))
+        .map(PathBuf::from)
+}
