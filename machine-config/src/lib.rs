@@ -1,1 +1,39 @@
-//! The pure configuration model shared by the agent and the companion.
+//! The pure configuration model shared by the agent and the companion (no I/O).
+//!
+//! # Ignition configs
+//! - [`Config`] is the one internal form: Ignition spec 3.5 types (serde, camelCase, round-trips
+//!   to JSON). [`Config::parse`] reads bare Ignition JSON of spec 2.2 or 3.0–3.5 (2.2 is translated
+//!   the way the MCO does; 3.x fields newer than the declared version are errors), validates it and
+//!   returns the internal form; [`ParsedConfig::parse`] also returns the declared
+//!   [`SpecVersion`] and warnings (unknown keys).
+//! - [`Config::validate`] / [`validate`]: Ignition's rules plus the MCO's (`invalid mode 04755 for
+//!   /etc/x, cannot exceed 0777`) and node rules (only `data:` sources), every problem as an
+//!   [`Issue`] with a JSON path.
+//! - [`File::decoded_contents`]: `data:` URL (RFC 2397, [`dataurl`]) → gunzip → hash check.
+//!
+//! # Cluster objects
+//! - [`MachineConfig::from_slice`] reads a MachineConfig from YAML (1.1 rules: `mode: 0755` is
+//!   octal) or JSON; [`MachineConfig::ignition`] parses its `spec.config`;
+//!   [`MachineConfig::to_json`] writes it back (the agent's `currentconfig`).
+//! - [`MachineConfigPool`] and [`MachineConfiguration`] (node disruption policies).
+//!
+//! Errors: [`ParseError`] (every message names the field as a JSON path), [`DecodeError`]
+//! (names the file).
+
+pub mod contents;
+pub mod dataurl;
+pub mod document;
+pub mod error;
+pub mod ignition;
+pub mod machineconfig;
+pub mod machineconfiguration;
+pub mod pool;
+
+pub use contents::DecodeError;
+pub use error::{Issue, ParseError};
+pub use ignition::{
+    Config, Directory, Dropin, File, Link, ParsedConfig, Resource, SpecVersion, Unit, validate,
+};
+pub use machineconfig::{MachineConfig, MachineConfigSpec};
+pub use machineconfiguration::{MachineConfiguration, NodeDisruptionPolicy};
+pub use pool::MachineConfigPool;

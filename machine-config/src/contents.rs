@@ -1,0 +1,315 @@
+//! Decoding file contents: `data:` URL, then `compression`, then `verification.hash`.
+//!
+//! The hash is checked against the *decompressed* bytes: that is what Ignition's fetcher hashes
+//! (it hashes the stream coming out of the decompressor) and what its spec documents ("if
+//! `compression` is specified, the hash describes the decompressed file").
+
+use std::io::Read as _;
+
+use sha2::{Digest as _, Sha256, Sha512};
+
+use crate::dataurl;
+use crate::ignition::{File, Resource};
+
+/// Upper bound on a decompressed resource, so a gzip bomb cannot exhaust the node's memory.
+pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
+
+/// Why a file's contents could not be decoded. Every variant names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("couldn't decode file {path:?}: {message}")]
+    DataUrl { path: String, message: String },
+    #[error(
+        "couldn't decode file {path:?}: remote source scheme {scheme:?} cannot be fetched on a node; only data: URLs are supported"
+    )]
+    RemoteSource { path: String, scheme: String },
+    #[error("couldn't decode file {path:?}: unsupported compression type {compression:?}")]
+    Compression { path: String, compression: String },
+    #[error("couldn't decode file {path:?}: failed decompressing: {message}")]
+    Gunzip { path: String, message: String },
+    #[error("couldn't decode file {path:?}: malformed verification hash {hash:?}")]
+    HashSyntax { path: String, hash: String },
+    #[error(
+        "couldn't decode file {path:?}: hash verification failed (calculated {calculated} but expected {expected})"
+    )]
+    HashMismatch {
+        path: String,
+        calculated: String,
+        expected: String,
+    },
+}
+
+/// A parsed `verification.hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashFunction {
+    Sha256,
+    Sha512,
+}
+
+/// Splits `sha512-<hex>` into the function and the lowercase hex sum, checking its syntax.
+/// The error is Ignition's wording.
+pub fn parse_hash(hash: &str) -> Result<(HashFunction, String), &'static str> {
+    let Some((function, sum)) = hash.split_once('-') else {
+        return Err("malformed hash specifier");
+    };
+    let (f, len) = match function {
+        "sha512" => (HashFunction::Sha512, 128),
+        "sha256" => (HashFunction::Sha256, 64),
+        _ => return Err("unrecognized hash function"),
+    };
+    if sum.len() != len {
+        return Err("incorrect size for hash sum");
+    }
+    if !sum.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err("hash sum is not hexadecimal");
+    }
+    Ok((f, sum.to_ascii_lowercase()))
+}
+
+fn digest(f: HashFunction, data: &[u8]) -> String {
+    match f {
+        HashFunction::Sha256 => hex::encode(Sha256::digest(data)),
+        HashFunction::Sha512 => hex::encode(Sha512::digest(data)),
+    }
+}
+
+/// Decodes a resource into bytes. `what` names the owner in errors (a file path).
+/// No source (or an empty one) is an empty resource, as for Ignition.
+pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeError> {
+    let path = || what.to_string();
+    let raw = match res.source.as_deref() {
+        None | Some("") => Vec::new(),
+        Some(src) => match dataurl::scheme(src) {
+            Some("data") => {
+                dataurl::decode(src)
+                    .map_err(|e| DecodeError::DataUrl {
+                        path: path(),
+                        message: e.to_string(),
+                    })?
+                    .data
+            }
+            Some(scheme) => {
+                return Err(DecodeError::RemoteSource {
+                    path: path(),
+                    scheme: scheme.to_string(),
+                });
+            }
+            None => {
+                return Err(DecodeError::DataUrl {
+                    path: path(),
+                    message: format!("source {src:?} is not a URL"),
+                });
+            }
+        },
+    };
+    let data = match res.compression.as_deref() {
+        None | Some("") => raw,
+        Some("gzip") => gunzip(&raw).map_err(|message| DecodeError::Gunzip {
+            path: path(),
+            message,
+        })?,
+        Some(other) => {
+            return Err(DecodeError::Compression {
+                path: path(),
+                compression: other.to_string(),
+            });
+        }
+    };
+    if let Some(hash) = &res.verification.hash {
+        let (function, expected) = parse_hash(hash).map_err(|_| DecodeError::HashSyntax {
+            path: path(),
+            hash: hash.clone(),
+        })?;
+        let calculated = digest(function, &data);
+        if calculated != expected {
+            return Err(DecodeError::HashMismatch {
+                path: path(),
+                calculated,
+                expected,
+            });
+        }
+    }
+    Ok(data)
+}
+
+fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut reader = flate2::read::MultiGzDecoder::new(data).take(MAX_DECOMPRESSED_BYTES + 1);
+    reader.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    if out.len() as u64 > MAX_DECOMPRESSED_BYTES {
+        return Err(format!(
+            "decompressed size exceeds {MAX_DECOMPRESSED_BYTES} bytes"
+        ));
+    }
+    Ok(out)
+}
+
+impl File {
+    /// The bytes this file should contain: decoded `contents` (an empty file when there is no
+    /// source). `append` fragments are not included (the MCD refuses them; see reconcile).
+    pub fn decoded_contents(&self) -> Result<Vec<u8>, DecodeError> {
+        decode_resource(&self.path, &self.contents)
+    }
+
+    /// Each `append` fragment, decoded.
+    pub fn decoded_appends(&self) -> Result<Vec<Vec<u8>>, DecodeError> {
+        self.append
+            .iter()
+            .map(|r| decode_resource(&self.path, r))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+    use crate::ignition::Verification;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn res(source: Option<String>, compression: Option<&str>, hash: Option<String>) -> Resource {
+        Resource {
+            source,
+            compression: compression.map(str::to_string),
+            verification: Verification { hash },
+            ..Resource::default()
+        }
+    }
+
+    #[test]
+    fn decodes_every_form() {
+        let hello = b"hello\n".to_vec();
+        let gz = gzip(&hello);
+        let sha512 = format!("sha512-{}", hex::encode(Sha512::digest(&hello)));
+        let sha256 = format!("sha256-{}", hex::encode(Sha256::digest(&hello)));
+        let cases: Vec<(&str, Resource, Vec<u8>)> = vec![
+            ("no source", res(None, None, None), vec![]),
+            ("empty source", res(Some(String::new()), None, None), vec![]),
+            (
+                "percent",
+                res(Some("data:,hello%0A".into()), None, None),
+                hello.clone(),
+            ),
+            (
+                "base64",
+                res(Some(dataurl::encode_base64(&hello)), None, None),
+                hello.clone(),
+            ),
+            (
+                "gzip",
+                res(Some(dataurl::encode_base64(&gz)), Some("gzip"), None),
+                hello.clone(),
+            ),
+            (
+                "empty compression",
+                res(Some("data:,hello%0A".into()), Some(""), None),
+                hello.clone(),
+            ),
+            (
+                "sha512 good",
+                res(Some("data:,hello%0A".into()), None, Some(sha512.clone())),
+                hello.clone(),
+            ),
+            (
+                "sha256 good",
+                res(Some("data:,hello%0A".into()), None, Some(sha256.clone())),
+                hello.clone(),
+            ),
+            (
+                "hash of decompressed bytes",
+                res(
+                    Some(dataurl::encode_base64(&gz)),
+                    Some("gzip"),
+                    Some(sha512),
+                ),
+                hello.clone(),
+            ),
+        ];
+        for (name, r, want) in cases {
+            assert_eq!(decode_resource("/etc/f", &r).expect(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file() {
+        let gz = gzip(b"hello\n");
+        let bad_sha = format!("sha256-{}", "0".repeat(64));
+        let gz_sha = format!("sha256-{}", hex::encode(Sha256::digest(&gz)));
+        let cases: Vec<(Resource, &str)> = vec![
+            (
+                res(Some("https://example.com/f".into()), None, None),
+                "couldn't decode file \"/etc/f\": remote source scheme \"https\" cannot be fetched on a node; only data: URLs are supported",
+            ),
+            (
+                res(Some("data:,a b".into()), None, None),
+                "couldn't decode file \"/etc/f\": invalid data URL: invalid character ' ' in percent-encoded data",
+            ),
+            (
+                res(Some("data:,x".into()), Some("xz"), None),
+                "couldn't decode file \"/etc/f\": unsupported compression type \"xz\"",
+            ),
+            (
+                res(
+                    Some("data:,this-is-not-gzip-data".into()),
+                    Some("gzip"),
+                    None,
+                ),
+                "couldn't decode file \"/etc/f\": failed decompressing: invalid gzip header",
+            ),
+            (
+                res(Some("data:,hello%0A".into()), None, Some(bad_sha)),
+                "couldn't decode file \"/etc/f\": hash verification failed (calculated 5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03 but expected 0000000000000000000000000000000000000000000000000000000000000000)",
+            ),
+            (
+                // the hash of the compressed bytes is not what Ignition checks
+                res(
+                    Some(dataurl::encode_base64(&gz)),
+                    Some("gzip"),
+                    Some(gz_sha),
+                ),
+                "hash verification failed",
+            ),
+            (
+                res(Some("data:,x".into()), None, Some("md5-abc".into())),
+                "malformed verification hash \"md5-abc\"",
+            ),
+            (
+                res(Some("relative/path".into()), None, None),
+                "source \"relative/path\" is not a URL",
+            ),
+        ];
+        for (r, want) in cases {
+            let e = decode_resource("/etc/f", &r).expect_err(want).to_string();
+            assert!(e.contains(want), "got {e:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn hash_syntax() {
+        let ok512 = format!("sha512-{}", "a".repeat(128));
+        assert_eq!(parse_hash(&ok512).unwrap().0, HashFunction::Sha512);
+        assert_eq!(
+            parse_hash("sha512").unwrap_err(),
+            "malformed hash specifier"
+        );
+        assert_eq!(
+            parse_hash("md5-00").unwrap_err(),
+            "unrecognized hash function"
+        );
+        assert_eq!(
+            parse_hash("sha256-00").unwrap_err(),
+            "incorrect size for hash sum"
+        );
+        let nothex = format!("sha256-{}", "g".repeat(64));
+        assert_eq!(
+            parse_hash(&nothex).unwrap_err(),
+            "hash sum is not hexadecimal"
+        );
+    }
+}

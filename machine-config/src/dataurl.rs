@@ -1,0 +1,311 @@
+//! `data:` URLs (RFC 2397), accepting exactly what Ignition and the MCD accept.
+//!
+//! Grammar: `data:[<type>/<subtype>][;<attr>=<value>]*[;base64],<data>`. Without `;base64` the data
+//! is percent-encoded and may only contain URL characters (no spaces, no non-ASCII); with it the
+//! data is padded standard base64, where line feeds are ignored.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+
+/// A decoded `data:` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataUrl {
+    /// `type/subtype`, `text/plain` when absent.
+    pub media_type: String,
+    /// Media type parameters (`charset` is `US-ASCII` by default).
+    pub params: BTreeMap<String, String>,
+    /// Whether the data was base64 (else percent-encoded).
+    pub base64: bool,
+    /// The decoded bytes.
+    pub data: Vec<u8>,
+}
+
+/// Why a `data:` URL could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid data URL: {0}")]
+pub struct DataUrlError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, DataUrlError> {
+    Err(DataUrlError(msg.into()))
+}
+
+/// Standard alphabet, padding required, non-canonical trailing bits tolerated (like Go's
+/// `base64.StdEncoding`).
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical)
+        .with_decode_allow_trailing_bits(true),
+);
+
+fn is_tspecial(c: char) -> bool {
+    "()<>@,;:\\\"/[]?=".contains(c)
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii() && !c.is_ascii_control() && c != ' ' && !is_tspecial(c)
+}
+
+fn is_url_char(c: char) -> bool {
+    c.is_ascii() && !c.is_ascii_control() && !" <>#\"{}|\\^[]`".contains(c)
+}
+
+fn is_base64_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '\n')
+}
+
+const KNOWN_TYPES: [&str; 7] = [
+    "text",
+    "image",
+    "audio",
+    "video",
+    "application",
+    "message",
+    "multipart",
+];
+
+/// Returns the scheme of a URL-like string (`https` for `https://x`), if it has one.
+pub fn scheme(source: &str) -> Option<&str> {
+    let (scheme, _) = source.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// Decodes a `data:` URL.
+pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return err("missing data prefix");
+    };
+    let Some((header, data)) = rest.split_once(',') else {
+        return err("missing comma before data");
+    };
+    let mut parts = header.split(';');
+    let media = parts.next().unwrap_or_default();
+    let mut out = DataUrl {
+        media_type: "text/plain".to_string(),
+        params: BTreeMap::from([("charset".to_string(), "US-ASCII".to_string())]),
+        base64: false,
+        data: Vec::new(),
+    };
+    if !media.is_empty() {
+        let Some((ty, sub)) = media.split_once('/') else {
+            return err(format!("media type {media:?} has no slash"));
+        };
+        let known = KNOWN_TYPES.iter().any(|k| ty.starts_with(k))
+            || ty.starts_with("x-")
+            || ty.starts_with("X-");
+        if !known || !ty.chars().all(is_token_char) {
+            return err(format!("invalid media type {ty:?}"));
+        }
+        if sub.is_empty() || !sub.chars().all(is_token_char) {
+            return err(format!("invalid media subtype {sub:?}"));
+        }
+        out.media_type = media.to_string();
+        out.params.remove("charset");
+    }
+    let params: Vec<&str> = parts.collect();
+    for (i, param) in params.iter().enumerate() {
+        match param.split_once('=') {
+            Some((attr, value)) => {
+                if attr.is_empty() || !attr.chars().all(is_token_char) {
+                    return err(format!("invalid parameter attribute {attr:?}"));
+                }
+                out.params.insert(attr.to_string(), param_value(value)?);
+            }
+            None if i + 1 == params.len() && *param == "base64" => out.base64 = true,
+            None if i + 1 == params.len() => {
+                return err(format!("expected base64, got {param}"));
+            }
+            None => return err(format!("parameter {param:?} has no value")),
+        }
+    }
+    out.data = if out.base64 {
+        if let Some(c) = data.chars().find(|c| !is_base64_char(*c)) {
+            return err(format!("invalid base64 character {c:?}"));
+        }
+        let compact: String = data.chars().filter(|c| *c != '\n').collect();
+        BASE64
+            .decode(compact)
+            .or_else(|e| err(format!("bad base64 data: {e}")))?
+    } else {
+        if let Some(c) = data.chars().find(|c| !is_url_char(*c)) {
+            return err(format!("invalid character {c:?} in percent-encoded data"));
+        }
+        percent_decode(data)?
+    };
+    Ok(out)
+}
+
+fn param_value(value: &str) -> Result<String, DataUrlError> {
+    if let Some(quoted) = value.strip_prefix('"') {
+        let Some(inner) = quoted.strip_suffix('"') else {
+            return err("unclosed quoted string");
+        };
+        let mut s = String::new();
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(e) => s.push(e),
+                    None => return err("unterminated escape in quoted parameter"),
+                },
+                c if c.is_ascii() => s.push(c),
+                c => return err(format!("invalid character {c:?} in parameter value")),
+            }
+        }
+        return Ok(s);
+    }
+    if value.is_empty() || !value.chars().all(is_token_char) {
+        return err(format!("invalid parameter value {value:?}"));
+    }
+    String::from_utf8(percent_decode(value)?).or_else(|_| err("parameter value is not UTF-8"))
+}
+
+fn percent_decode(s: &str) -> Result<Vec<u8>, DataUrlError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).unwrap_or_default();
+            let text = std::str::from_utf8(hex).unwrap_or_default();
+            match (hex.len(), u8::from_str_radix(text, 16)) {
+                (2, Ok(b)) if text.chars().all(|c| c.is_ascii_hexdigit()) => out.push(b),
+                _ => return err(format!("bad percent-escape at byte {i}")),
+            }
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Encodes bytes as `data:;base64,...` (what the MCO generates for its own files).
+pub fn encode_base64(data: &[u8]) -> String {
+    format!("data:;base64,{}", BASE64.encode(data))
+}
+
+/// Encodes bytes as `data:,<percent-encoded>` (RFC 3986 unreserved characters kept).
+pub fn encode_percent(data: &[u8]) -> String {
+    let mut s = String::from("data:,");
+    for &b in data {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_valid_urls() {
+        let cases: &[(&str, &[u8], &str, bool)] = &[
+            ("data:,", b"", "text/plain", false),
+            ("data:,hello%20world", b"hello world", "text/plain", false),
+            ("data:,a%0Ab", b"a\nb", "text/plain", false),
+            ("data:;base64,aGVsbG8=", b"hello", "text/plain", true),
+            (
+                "data:text/plain;charset=utf-8;base64,aGVsbG8K",
+                b"hello\n",
+                "text/plain",
+                true,
+            ),
+            (
+                "data:text/plain;base64,aGVs\nbG8=",
+                b"hello",
+                "text/plain",
+                true,
+            ),
+            (
+                "data:application/octet-stream,%00%FF",
+                &[0, 255],
+                "application/octet-stream",
+                false,
+            ),
+            ("data:x-custom/thing,ok", b"ok", "x-custom/thing", false),
+            (
+                "data:text/plain;charset=\"utf-8\",x",
+                b"x",
+                "text/plain",
+                false,
+            ),
+        ];
+        for (url, data, media, b64) in cases {
+            let d = decode(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(d.data, *data, "{url}");
+            assert_eq!(d.media_type, *media, "{url}");
+            assert_eq!(d.base64, *b64, "{url}");
+        }
+        let d = decode("data:text/plain;charset=utf-8;base64,aGk=").unwrap();
+        assert_eq!(d.params.get("charset").map(String::as_str), Some("utf-8"));
+        assert_eq!(
+            decode("data:,x")
+                .unwrap()
+                .params
+                .get("charset")
+                .map(String::as_str),
+            Some("US-ASCII")
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_urls() {
+        let cases = [
+            ("https://example.com/x", "missing data prefix"),
+            ("data:text/plain", "missing comma before data"),
+            (
+                "data:,hello world",
+                "invalid character ' ' in percent-encoded data",
+            ),
+            (
+                "data:,caf\u{e9}",
+                "invalid character 'é' in percent-encoded data",
+            ),
+            ("data:,%zz", "bad percent-escape at byte 0"),
+            ("data:,abc%4", "bad percent-escape at byte 3"),
+            ("data:;base64,aGVsbG8", "bad base64 data"),
+            ("data:;base64,aGV sbG8=", "invalid base64 character ' '"),
+            ("data:;base65,aGVsbG8=", "expected base64, got base65"),
+            ("data:foo/bar,x", "invalid media type \"foo\""),
+            ("data:text,x", "media type \"text\" has no slash"),
+            ("data:text/plain;charset,x", "expected base64, got charset"),
+            (
+                "data:text/plain;charset;a=b,x",
+                "parameter \"charset\" has no value",
+            ),
+        ];
+        for (url, want) in cases {
+            let e = decode(url).expect_err(url).to_string();
+            assert!(e.starts_with("invalid data URL: "), "{url}: {e}");
+            assert!(e.contains(want), "{url}: got {e:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn encoders_round_trip() {
+        let data = b"line one\nline two: 100% \x00\xff";
+        assert_eq!(decode(&encode_base64(data)).unwrap().data, data);
+        assert_eq!(decode(&encode_percent(data)).unwrap().data, data);
+    }
+
+    #[test]
+    fn schemes() {
+        assert_eq!(scheme("https://x/y"), Some("https"));
+        assert_eq!(scheme("data:,x"), Some("data"));
+        assert_eq!(scheme("arn:aws:s3:::b/k"), Some("arn"));
+        assert_eq!(scheme("/etc/passwd"), None);
+        assert_eq!(scheme(""), None);
+    }
+}

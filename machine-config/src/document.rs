@@ -1,0 +1,59 @@
+//! Reading YAML or JSON documents into JSON values, and telling a MachineConfig from a bare
+//! Ignition config.
+//!
+//! YAML is read with the YAML 1.1 rules the MCO depends on: `mode: 0755` is the octal integer
+//! 493 (as Go's YAML 1.1 decoder reads it), `y`/`yes`/`on` are booleans; duplicate keys are an
+//! error.
+
+use serde_json::Value;
+
+use crate::error::ParseError;
+use crate::ignition::ParsedConfig;
+use crate::machineconfig::MachineConfig;
+
+/// Decodes YAML or JSON bytes (JSON when the first non-blank character is `{`).
+pub fn parse_value(bytes: &[u8]) -> Result<Value, ParseError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return serde_json::from_slice(bytes).map_err(|e| ParseError::Syntax {
+            format: "JSON",
+            message: e.to_string(),
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| ParseError::Syntax {
+        format: "YAML",
+        message: format!("not UTF-8: {e}"),
+    })?;
+    let options = serde_saphyr::options! { legacy_octal_numbers: true };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| ParseError::Syntax {
+        format: "YAML",
+        message: e.to_string(),
+    })
+}
+
+/// What `once-from` (or any file input) may hold.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Document {
+    MachineConfig(Box<MachineConfig>),
+    Ignition(Box<ParsedConfig>),
+}
+
+impl Document {
+    /// A document with `kind`/`apiVersion` is a MachineConfig; one with `ignition` is a bare
+    /// Ignition config (JSON or YAML); anything else is an error.
+    pub fn parse(bytes: &[u8]) -> Result<Document, ParseError> {
+        let value = parse_value(bytes)?;
+        let is_object = |k: &str| value.get(k).is_some();
+        if is_object("kind") || is_object("apiVersion") {
+            MachineConfig::from_value(value).map(|mc| Document::MachineConfig(Box::new(mc)))
+        } else if is_object("ignition") {
+            ParsedConfig::from_value(value).map(|c| Document::Ignition(Box::new(c)))
+        } else {
+            Err(ParseError::Invalid(vec![crate::Issue::new(
+                "$",
+                "neither a MachineConfig (no kind/apiVersion) nor an Ignition config (no ignition section)",
+            )]))
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The `MachineConfig` object (`machineconfiguration.openshift.io/v1`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::document::parse_value;
+use crate::error::{Issue, ParseError};
+use crate::ignition::{Config, ParsedConfig, SpecVersion, typed, unreachable_json};
+
+/// API group of the MCO's objects.
+pub const GROUP: &str = "machineconfiguration.openshift.io";
+/// `apiVersion` of MachineConfig, MachineConfigPool and MachineConfiguration objects.
+pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
+
+/// `kernelType` values (the empty string means `default`).
+pub const KERNEL_TYPE_DEFAULT: &str = "default";
+pub const KERNEL_TYPE_REALTIME: &str = "realtime";
+pub const KERNEL_TYPE_64K_PAGES: &str = "64k-pages";
+
+/// Deserializes `null` as the type's default (Go marshals empty slices as `null`).
+pub(crate) fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A MachineConfig.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfig {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "nullable")]
+    pub spec: MachineConfigSpec,
+}
+
+/// `spec` of a MachineConfig.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigSpec {
+    #[serde(rename = "osImageURL", default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub os_image_url: String,
+    #[serde(
+        rename = "baseOSExtensionsContainerImage",
+        default,
+        deserialize_with = "nullable"
+    )]
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub base_os_extensions_container_image: String,
+    /// The Ignition config as given (any supported spec), kept verbatim; `None` when absent or
+    /// `null`. Parse it with [`MachineConfig::ignition`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub kernel_arguments: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub kernel_type: String,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub extensions: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
+    pub fips: bool,
+}
+
+/// Checks `apiVersion` and `kind` of a Kubernetes-style object.
+pub(crate) fn check_type_meta(value: &Value, kind: &str) -> Result<(), ParseError> {
+    let mut issues = Vec::new();
+    match value.get("apiVersion").and_then(Value::as_str) {
+        Some(API_VERSION) => {}
+        Some(other) => issues.push(Issue::new(
+            "$.apiVersion",
+            format!("expected {API_VERSION:?}, got {other:?}"),
+        )),
+        None => issues.push(Issue::new(
+            "$.apiVersion",
+            format!("missing (expected {API_VERSION:?})"),
+        )),
+    }
+    match value.get("kind").and_then(Value::as_str) {
+        Some(k) if k == kind => {}
+        Some(other) => issues.push(Issue::new(
+            "$.kind",
+            format!("expected {kind:?}, got {other:?}"),
+        )),
+        None => issues.push(Issue::new("$.kind", format!("missing (expected {kind:?})"))),
+    }
+    if !value.is_object() {
+        issues = vec![Issue::new("$", format!("a {kind} must be an object"))];
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(ParseError::Invalid(issues))
+    }
+}
+
+impl MachineConfig {
+    /// A MachineConfig with the given name and spec.
+    pub fn new(name: impl Into<String>, spec: MachineConfigSpec) -> Self {
+        MachineConfig {
+            api_version: API_VERSION.to_string(),
+            kind: "MachineConfig".to_string(),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec,
+        }
+    }
+
+    /// Parses a MachineConfig from YAML or JSON, including its Ignition config (errors in it are
+    /// located under `$.spec.config`).
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, ParseError> {
+        Self::from_value(parse_value(bytes)?)
+    }
+
+    /// Parses a MachineConfig from a decoded JSON value.
+    pub fn from_value(value: Value) -> Result<Self, ParseError> {
+        check_type_meta(&value, "MachineConfig")?;
+        let mc: MachineConfig = typed(value)?;
+        mc.parsed_ignition()?;
+        Ok(mc)
+    }
+
+    /// `metadata.name` (empty when unset).
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The Ignition config in the internal form (an empty config when `spec.config` is absent).
+    pub fn ignition(&self) -> Result<Config, ParseError> {
+        self.parsed_ignition().map(|p| p.config)
+    }
+
+    /// The Ignition config with its declared version and warnings.
+    pub fn parsed_ignition(&self) -> Result<ParsedConfig, ParseError> {
+        match &self.spec.config {
+            None => Ok(empty_parsed()),
+            Some(Value::Object(m)) if m.is_empty() => Ok(empty_parsed()),
+            Some(v) => ParsedConfig::from_value(v.clone()).map_err(|e| e.under("$.spec.config")),
+        }
+    }
+
+    /// The spec version `spec.config` declares, if it declares a supported one.
+    pub fn config_version(&self) -> Option<SpecVersion> {
+        let v = self.spec.config.as_ref()?.get("ignition")?.get("version")?;
+        SpecVersion::parse(v.as_str()?).ok()
+    }
+
+    /// `spec.kernelType` with `""` read as `default`.
+    pub fn kernel_type(&self) -> &str {
+        canonical_kernel_type(&self.spec.kernel_type)
+    }
+
+    /// Serializes to compact JSON (what the agent stores as `currentconfig`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable_json(&e))
+    }
+
+    /// Serializes to indented JSON.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| unreachable_json(&e))
+    }
+}
+
+/// `""` → `default`; anything else unchanged.
+pub fn canonical_kernel_type(k: &str) -> &str {
+    if k.is_empty() { KERNEL_TYPE_DEFAULT } else { k }
+}
+
+fn empty_parsed() -> ParsedConfig {
+    ParsedConfig {
+        config: Config::empty(),
+        source_version: SpecVersion::V3_5,
+        warnings: Vec::new(),
+    }
+}
+
+impl k8s_openapi::Resource for MachineConfig {
+    const API_VERSION: &'static str = API_VERSION;
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "MachineConfig";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "machineconfigs";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for MachineConfig {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

@@ -1,0 +1,220 @@
+//! The `MachineConfigPool` object and label-selector matching.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::document::parse_value;
+use crate::error::{Issue, ParseError};
+use crate::ignition::{typed, unreachable_json};
+use crate::machineconfig::{API_VERSION, GROUP, check_type_meta, nullable};
+
+/// A MachineConfigPool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPool {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "nullable")]
+    pub spec: PoolSpec,
+    #[serde(default, deserialize_with = "nullable")]
+    pub status: PoolStatus,
+}
+
+/// `spec` of a pool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_config_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub paused: bool,
+    /// The rendered config targeted for this pool.
+    #[serde(default, deserialize_with = "nullable")]
+    pub configuration: PoolConfiguration,
+}
+
+/// A rendered config reference with the MachineConfigs it was rendered from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolConfiguration {
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub name: String,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub source: Vec<ObjectReference>,
+}
+
+/// `status` of a pool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    #[serde(default, deserialize_with = "nullable")]
+    pub observed_generation: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub configuration: PoolConfiguration,
+    #[serde(default, deserialize_with = "nullable")]
+    pub machine_count: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub updated_machine_count: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ready_machine_count: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub unavailable_machine_count: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub degraded_machine_count: i64,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub conditions: Vec<PoolCondition>,
+}
+
+/// A status condition (`Updated`, `Updating`, `Degraded`, `RenderDegraded`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub reason: String,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub message: String,
+}
+
+impl MachineConfigPool {
+    /// Parses a pool from YAML or JSON.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, ParseError> {
+        Self::from_value(parse_value(bytes)?)
+    }
+
+    /// Parses a pool from a decoded JSON value, checking `maxUnavailable`.
+    pub fn from_value(value: Value) -> Result<Self, ParseError> {
+        check_type_meta(&value, "MachineConfigPool")?;
+        let pool: MachineConfigPool = typed(value)?;
+        if let Some(IntOrString::String(s)) = &pool.spec.max_unavailable
+            && parse_percent(s).is_none()
+        {
+            return Err(ParseError::Invalid(vec![Issue::new(
+                "$.spec.maxUnavailable",
+                format!("invalid value {s:?}: must be an integer or a percentage like \"10%\""),
+            )]));
+        }
+        Ok(pool)
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// How many of `total` nodes may be updating at once: `maxUnavailable` as a count or a
+    /// percentage of `total` rounded down, default 1, never less than 1 (the MCO's rule).
+    pub fn max_unavailable(&self, total: usize) -> usize {
+        let n = match &self.spec.max_unavailable {
+            None => 1,
+            Some(IntOrString::Int(i)) => usize::try_from(*i).unwrap_or(0),
+            Some(IntOrString::String(s)) => {
+                parse_percent(s).map_or(1, |p| (total as u128 * u128::from(p) / 100) as usize)
+            }
+        };
+        n.max(1)
+    }
+
+    /// Whether the pool's `machineConfigSelector` selects a MachineConfig with these labels
+    /// (a missing selector selects nothing).
+    pub fn selects_machine_config(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.spec
+            .machine_config_selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, labels))
+    }
+
+    /// Whether the pool's `nodeSelector` selects a node with these labels (a missing selector
+    /// selects nothing).
+    pub fn selects_node(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.spec
+            .node_selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, labels))
+    }
+
+    /// Serializes to compact JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable_json(&e))
+    }
+}
+
+fn parse_percent(s: &str) -> Option<u32> {
+    s.strip_suffix('%')?.parse().ok()
+}
+
+/// Kubernetes label-selector semantics: every `matchLabels` pair and every `matchExpressions`
+/// requirement must hold; an empty selector matches everything. Unknown operators match nothing.
+pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let pairs_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|req| {
+        let values = req.values.as_deref().unwrap_or_default();
+        let current = labels.get(&req.key);
+        match req.operator.as_str() {
+            "In" => current.is_some_and(|v| values.contains(v)),
+            "NotIn" => current.is_none_or(|v| !values.contains(v)),
+            "Exists" => current.is_some(),
+            "DoesNotExist" => current.is_none(),
+            _ => false,
+        }
+    });
+    pairs_ok && exprs_ok
+}
+
+impl k8s_openapi::Resource for MachineConfigPool {
+    const API_VERSION: &'static str = API_VERSION;
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "MachineConfigPool";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "machineconfigpools";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for MachineConfigPool {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
