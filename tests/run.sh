@@ -7,3 +7,7 @@ tests/setup.sh
 # Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see README "What is real").
 cargo nextest run --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
+
+# qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest; after the
+# cargo tests so that no build competes with the VMs for the cores (tests/vm/README.md).
+tests/vm/run.sh
