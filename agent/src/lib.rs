@@ -1,1 +1,3 @@
 //! The node side of mco-agent.
+
+pub mod rootfs;

@@ -1,0 +1,104 @@
+//! Errors of the root-confined file system layer.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A failed operation on a path inside the root. `path` is the path as seen from inside the root
+/// (absolute, e.g. `/etc/foo`), which is what configs and messages talk about.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    /// A system call failed. Rendered like Go's `*PathError` (`lstat /etc/foo: no such file or
+    /// directory`) because the MCD's validation messages embed that text.
+    #[error("{op} {}: {}", path.display(), go_error_text(source))]
+    Io {
+        /// The operation, named like the system call (`lstat`, `open`, `mkdir`...).
+        op: &'static str,
+        /// Path inside the root.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The path is not one this layer accepts (relative, empty, or ending in `..`).
+    #[error("invalid path {}: {reason}", path.display())]
+    InvalidPath {
+        /// The offending path.
+        path: PathBuf,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+}
+
+impl RootError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: impl Into<io::Error>,
+    ) -> Self {
+        RootError::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The OS error kind, if this is an I/O error.
+    pub fn kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            RootError::Io { source, .. } => Some(source.kind()),
+            RootError::InvalidPath { .. } => None,
+        }
+    }
+
+    /// Whether the error means "no such file or directory".
+    pub fn is_not_found(&self) -> bool {
+        self.kind() == Some(io::ErrorKind::NotFound)
+    }
+}
+
+/// Text of an I/O error the way Go prints a syscall errno: the C library's message with a lower-case
+/// first letter and no `(os error N)` suffix (`no such file or directory`).
+pub fn go_error_text(err: &io::Error) -> String {
+    let text = err.to_string();
+    let text = match (err.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => &text[..at],
+        _ => text.as_str(),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_text_matches_go() {
+        let cases = [
+            (libc_enoent(), "no such file or directory"),
+            (io::Error::from_raw_os_error(20), "not a directory"),
+            (
+                io::Error::from_raw_os_error(40),
+                "too many levels of symbolic links",
+            ),
+            (io::Error::other("Custom thing"), "custom thing"),
+        ];
+        for (err, want) in cases {
+            assert_eq!(go_error_text(&err), want);
+        }
+    }
+
+    #[test]
+    fn io_error_renders_like_go_path_error() {
+        let e = RootError::io("lstat", "/etc/foo", libc_enoent());
+        assert_eq!(e.to_string(), "lstat /etc/foo: no such file or directory");
+        assert!(e.is_not_found());
+    }
+
+    fn libc_enoent() -> io::Error {
+        io::Error::from_raw_os_error(2)
+    }
+}
