@@ -1,3 +1,4 @@
 //! The node side of mco-agent.
 
 pub mod rootfs;
+pub mod units;
