@@ -2,3 +2,5 @@
 
 pub mod rootfs;
 pub mod units;
+pub mod validate;
+pub mod apply;

@@ -42,6 +42,15 @@ impl RootError {
         }
     }
 
+    /// The same error attributed to another operation (for messages that name the call the user
+    /// knows, e.g. `lstat` for a failure while resolving a path's parents).
+    pub fn with_op(self, op: &'static str) -> Self {
+        match self {
+            RootError::Io { path, source, .. } => RootError::Io { op, path, source },
+            other => other,
+        }
+    }
+
     /// The OS error kind, if this is an I/O error.
     pub fn kind(&self) -> Option<io::ErrorKind> {
         match self {

@@ -162,7 +162,7 @@ impl Root {
 
     /// `lstat` of `path` (a final symlink is not followed). `None` if it does not exist.
     pub fn lstat(&self, path: &Path) -> Result<Option<FileInfo>, RootError> {
-        let Some((parent, name)) = self.parent_optional(path)? else {
+        let Some((parent, name)) = self.parent_optional(path).map_err(|e| e.with_op("lstat"))? else {
             return Ok(None);
         };
         match rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -175,8 +175,10 @@ impl Root {
     /// Opens `path` for reading if it is a regular file; a final symlink is not followed (it is
     /// reported as [`Opened::NotRegular`]). Errors carry Go-style `lstat`/`open` texts.
     pub fn open_nofollow(&self, path: &Path) -> Result<Opened, RootError> {
+        // Failing to reach the parent is what `lstat` of the full path would report.
         let (parent, name) = self
-            .parent_optional(path)?
+            .parent_optional(path)
+            .map_err(|e| e.with_op("lstat"))?
             .ok_or_else(|| RootError::io("lstat", path, Errno::NOENT))?;
         let flags =
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
@@ -454,7 +456,7 @@ impl Root {
 }
 
 /// Lexically normalizes an absolute path (`..` stops at `/`).
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in path.components() {
         match c {

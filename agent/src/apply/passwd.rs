@@ -1,0 +1,69 @@
+//! Writing `core`'s SSH keys and password hash.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::ApplyOutcome;
+use super::files;
+use super::prepare::{PreparedFile, PreparedPasswd};
+use crate::rootfs::{Owner, Root, shadow};
+
+/// Home of `core` when the user database does not say.
+const CORE_HOME: &str = "/home/core";
+/// Mode of `~/.ssh` and `~/.ssh/authorized_keys.d`.
+const SSH_DIR_MODE: u32 = 0o700;
+/// Mode of the keys file.
+const KEYS_MODE: u32 = 0o600;
+/// Mode of a home directory the agent has to create.
+const HOME_MODE: u32 = 0o755;
+
+/// Path of the keys file under `home`.
+pub fn authorized_keys_path(home: &Path) -> PathBuf {
+    home.join(".ssh/authorized_keys.d/ignition")
+}
+
+/// Writes the keys file (0600, directories 0700, all owned by core) and the password hash. A
+/// root without a `core` user gets neither (recorded in `out.skipped`), as the MCD skips them.
+pub(crate) fn write_passwd(root: &Root, passwd: &PreparedPasswd, out: &mut ApplyOutcome) -> Result<()> {
+    let Some(core) = &passwd.core else {
+        out.skipped
+            .push("SSH keys and password hash of core: the root has no user core in /etc/passwd".to_string());
+        return Ok(());
+    };
+    let owner = Owner {
+        uid: core.uid,
+        gid: core.gid,
+    };
+    let home = if core.home.starts_with('/') { core.home.as_str() } else { CORE_HOME };
+    let home = Path::new(home);
+    if root.lstat(home)?.is_none() {
+        root.create_dir(home, HOME_MODE, owner)?;
+    }
+    // A `.ssh` made by root (OCPBUGS-11832) is handed back to core rather than deleted.
+    let ssh = home.join(".ssh");
+    root.create_dir(&ssh, SSH_DIR_MODE, owner)?;
+    root.create_dir(&ssh.join("authorized_keys.d"), SSH_DIR_MODE, owner)?;
+    let keys = PreparedFile {
+        path: authorized_keys_path(home),
+        contents: passwd.authorized_keys.clone().into_bytes(),
+        mode: KEYS_MODE,
+        owner,
+    };
+    let before = out.files_written.len();
+    files::write_if_different(root, &keys, out).context("writing SSH keys of core")?;
+    out.ssh_keys_written = out.files_written.len() > before;
+
+    match shadow::password_hash(root, &core.name)? {
+        None => out
+            .skipped
+            .push("password hash of core: the root has no core entry in /etc/shadow".to_string()),
+        Some(current) if current == passwd.password_hash => {}
+        Some(_) => {
+            shadow::set_password_hash(root, &core.name, &passwd.password_hash)?;
+            tracing::info!("set the password hash of core");
+            out.password_changed = true;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Apply on temp roots: first application, backups and restore, removal, enablement, passwd,
+//! idempotence, rollback, and bad input leaving the root untouched.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use super::*;
+use crate::units::OfflineUnits;
+
+/// A listing of everything under `dir`: path → kind, mode, owner, and contents or link target.
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            let head = format!("{:o} {}:{}", m.permissions().mode(), m.uid(), m.gid());
+            let v = if m.file_type().is_symlink() {
+                format!("{head} -> {}", fs::read_link(&p).unwrap().display())
+            } else if m.is_dir() {
+                walk(base, &p, out);
+                head
+            } else {
+                format!("{head} {:?}", String::from_utf8_lossy(&fs::read(&p).unwrap()))
+            };
+            out.insert(rel, v);
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn seed_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    fs::create_dir_all(r.join("etc")).unwrap();
+    fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/home/core:/bin/bash\n").unwrap();
+    fs::write(r.join("etc/group"), "root:x:0:\nwheel:x:10:core\ncore:x:1000:\n").unwrap();
+    fs::write(r.join("etc/shadow"), "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n").unwrap();
+    fs::write(r.join("etc/chrony.conf"), "pool vendor.example iburst\n").unwrap();
+    dir
+}
+
+fn cfg(json: &str) -> Config {
+    Config::parse(json.as_bytes()).unwrap()
+}
+
+const FIRST: &str = r#"{
+  "ignition": {"version": "3.2.0"},
+  "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA one", "ssh-rsa BBBB two"], "passwordHash": "$6$s$h"}]},
+  "storage": {
+    "files": [
+      {"path": "/etc/chrony.conf", "mode": 420, "overwrite": true, "contents": {"source": "data:,pool%20cluster.example%0A"}},
+      {"path": "/etc/mco/owned.conf", "mode": 384, "user": {"name": "core"}, "group": {"name": "wheel"}, "contents": {"source": "data:;base64,b3duZWQK"}},
+      {"path": "/etc/mco/empty"}
+    ],
+    "directories": [{"path": "/var/lib/mco/d", "mode": 488}],
+    "links": [{"path": "/etc/mco/link", "target": "/etc/mco/owned.conf"}, {"path": "/etc/mco/hard", "target": "/etc/mco/empty", "hard": true}]
+  },
+  "systemd": {"units": [
+    {"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+     "dropins": [{"name": "10-x.conf", "contents": "[Service]\nNice=2\n"}]},
+    {"name": "b.service", "mask": true},
+    {"name": "c.service", "enabled": false, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}
+  ]}
+}"#;
+
+/// FIRST minus chrony.conf, owned.conf, c.service and the drop-in; a.service now wanted by another target.
+const SECOND: &str = r#"{
+  "ignition": {"version": "3.2.0"},
+  "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA one"]}]},
+  "storage": {"files": [{"path": "/etc/mco/empty"}],
+    "directories": [{"path": "/var/lib/mco/d", "mode": 488}],
+    "links": [{"path": "/etc/mco/link", "target": "/etc/mco/owned.conf"}, {"path": "/etc/mco/hard", "target": "/etc/mco/empty", "hard": true}]},
+  "systemd": {"units": [
+    {"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=graphical.target\n"},
+    {"name": "b.service", "mask": true}
+  ]}
+}"#;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+}
+
+fn run(dir: &Path, old: &Config, new: &Config, first: bool) -> Result<ApplyOutcome, ApplyError> {
+    let root = Root::open(dir).unwrap();
+    let units = OfflineUnits::new(&root);
+    let opts = ApplyOptions {
+        first_application: first,
+        ..ApplyOptions::default()
+    };
+    block_on(apply(&root, old, new, &opts, &units))
+}
+
+fn mode_owner(p: &Path) -> (u32, u32, u32) {
+    let m = fs::symlink_metadata(p).unwrap();
+    (m.permissions().mode() & 0o7777, m.uid(), m.gid())
+}
+
+#[test]
+fn first_application_writes_everything() {
+    let dir = seed_root();
+    let r = dir.path();
+    let out = run(r, &Config::empty(), &cfg(FIRST), true).unwrap();
+    assert_eq!(fs::read_to_string(r.join("etc/chrony.conf")).unwrap(), "pool cluster.example\n");
+    assert_eq!(fs::read_to_string(r.join("etc/mco/owned.conf")).unwrap(), "owned\n");
+    assert_eq!(mode_owner(&r.join("etc/mco/owned.conf")), (0o600, 1000, 10));
+    assert_eq!(mode_owner(&r.join("etc/mco/empty")), (0o644, 0, 0));
+    assert_eq!(mode_owner(&r.join("etc/mco")), (0o755, 0, 0));
+    assert_eq!(mode_owner(&r.join("var/lib/mco/d")), (0o750, 0, 0));
+    assert_eq!(fs::read_link(r.join("etc/mco/link")).unwrap(), Path::new("/etc/mco/owned.conf"));
+    assert_eq!(fs::metadata(r.join("etc/mco/hard")).unwrap().ino(), fs::metadata(r.join("etc/mco/empty")).unwrap().ino());
+    let sd = r.join("etc/systemd/system");
+    assert_eq!(fs::read_link(sd.join("b.service")).unwrap(), Path::new("/dev/null"));
+    assert_eq!(fs::read_to_string(sd.join("a.service.d/10-x.conf")).unwrap(), "[Service]\nNice=2\n");
+    assert_eq!(fs::read_link(sd.join("multi-user.target.wants/a.service")).unwrap(), Path::new("/etc/systemd/system/a.service"));
+    assert!(!sd.join("multi-user.target.wants/c.service").exists());
+    let keys = r.join("home/core/.ssh/authorized_keys.d/ignition");
+    assert_eq!(fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA one\nssh-rsa BBBB two\n");
+    assert_eq!(mode_owner(&keys), (0o600, 1000, 1000));
+    assert_eq!(mode_owner(&r.join("home/core/.ssh")), (0o700, 1000, 1000));
+    assert_eq!(mode_owner(&r.join("home/core/.ssh/authorized_keys.d")), (0o700, 1000, 1000));
+    assert!(fs::read_to_string(r.join("etc/shadow")).unwrap().contains("core:$6$s$h:"));
+    assert_eq!(
+        fs::read_to_string(r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig")).unwrap(),
+        "pool vendor.example iburst\n"
+    );
+    assert!(r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig").exists());
+    assert_eq!(out.enablement.enable, ["a.service"]);
+    assert_eq!(out.enablement.disable, ["c.service"]);
+    assert!(out.ssh_keys_written && out.password_changed && out.skipped.is_empty());
+}
+
+#[test]
+fn reapplying_the_same_config_changes_nothing() {
+    let dir = seed_root();
+    let first = cfg(FIRST);
+    run(dir.path(), &Config::empty(), &first, true).unwrap();
+    let before = snapshot(dir.path());
+    let out = run(dir.path(), &first, &first, false).unwrap();
+    assert_eq!(snapshot(dir.path()), before);
+    assert!(out.files_written.is_empty() && out.units_written.is_empty(), "{out:#?}");
+    assert_eq!(out.files_unchanged, 3);
+}
+
+#[test]
+fn second_config_applies_the_diff() {
+    let dir = seed_root();
+    let r = dir.path();
+    run(r, &Config::empty(), &cfg(FIRST), true).unwrap();
+    let out = run(r, &cfg(FIRST), &cfg(SECOND), false).unwrap();
+    // Restored from the original, deleted when there was none.
+    assert_eq!(fs::read_to_string(r.join("etc/chrony.conf")).unwrap(), "pool vendor.example iburst\n");
+    assert!(!r.join("etc/mco/owned.conf").exists());
+    assert!(!r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig").exists());
+    assert!(!r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig").exists());
+    assert_eq!(out.files_restored, ["/etc/chrony.conf"]);
+    assert_eq!(out.files_removed, ["/etc/mco/owned.conf", "/etc/systemd/system/a.service.d/10-x.conf", "/etc/systemd/system/c.service"]);
+    let sd = r.join("etc/systemd/system");
+    assert!(!sd.join("c.service").exists());
+    assert!(!sd.join("a.service.d/10-x.conf").exists());
+    // a.service was disabled before its rewrite: the old link is gone, the new one is there.
+    assert!(fs::symlink_metadata(sd.join("multi-user.target.wants/a.service")).is_err());
+    assert_eq!(fs::read_link(sd.join("graphical.target.wants/a.service")).unwrap(), Path::new("/etc/systemd/system/a.service"));
+    assert_eq!(out.units_removed, ["c.service"]);
+    assert_eq!(fs::read_to_string(r.join("home/core/.ssh/authorized_keys.d/ignition")).unwrap(), "ssh-ed25519 AAAA one\n");
+    assert!(fs::read_to_string(r.join("etc/shadow")).unwrap().contains("core:*:"));
+}
+
+#[test]
+fn rolling_back_is_applying_desired_to_current() {
+    let dir = seed_root();
+    let r = dir.path();
+    run(r, &Config::empty(), &cfg(FIRST), true).unwrap();
+    let after_first = snapshot(r);
+    run(r, &cfg(FIRST), &cfg(SECOND), false).unwrap();
+    run(r, &cfg(SECOND), &cfg(FIRST), false).unwrap();
+    let mut back = snapshot(r);
+    // The only trace of SECOND: the (now empty) directory its enablement link was in.
+    assert_eq!(back.remove("etc/systemd/system/graphical.target.wants").as_deref(), Some("40755 0:0"));
+    assert_eq!(back, after_first);
+}
+
+#[test]
+fn bad_input_changes_nothing() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ok","contents":{"source":"data:,ok"}},{"path":"/etc/x","user":{"name":"nobody"},"contents":{"source":"data:,x"}}]}}"#,
+            r#"$.storage.files.1.user.name: no user "nobody" in the root's /etc/passwd"#,
+        ),
+        (
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ok","contents":{"source":"data:,ok"}},{"path":"/etc/x","group":{"name":"nogroup"}}]}}"#,
+            r#"$.storage.files.1.group.name: no group "nogroup" in the root's /etc/group"#,
+        ),
+        (
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ok","contents":{"source":"data:,ok"}},{"path":"/etc","contents":{"source":"data:,x"}}]}}"#,
+            r#"$.storage.files.1.path: "/etc" is a directory in the root; refusing to replace it"#,
+        ),
+        (
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ok","contents":{"source":"data:,ok"}},{"path":"/etc/chrony.conf/x","contents":{"source":"data:,x"}}]}}"#,
+            r#"$.storage.files.1.path: cannot write "/etc/chrony.conf/x": lstat /etc/chrony.conf/x: not a directory"#,
+        ),
+        (
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"links":[{"path":"/etc/h","target":"/etc/none","hard":true}]}}"#,
+            r#"$.storage.links.0.target: hard link target "/etc/none" is not a file in the config or in the root"#,
+        ),
+    ];
+    for (json, want) in cases {
+        let dir = seed_root();
+        let before = snapshot(dir.path());
+        let err = run(dir.path(), &Config::empty(), &cfg(json), true).unwrap_err();
+        assert_eq!(err.to_string(), *want);
+        assert!(!err.disk_changed());
+        assert_eq!(snapshot(dir.path()), before, "{want}");
+    }
+}
+
+#[test]
+fn root_without_core_skips_passwd_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &Config::empty(), &cfg(FIRST), true).unwrap_err();
+    // Owners by name need the user database too.
+    assert_eq!(out.to_string(), r#"$.storage.files.1.user.name: no user "core" in the root's /etc/passwd"#);
+    let json = r#"{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k"]}]}}"#;
+    let out = run(dir.path(), &Config::empty(), &cfg(json), true).unwrap();
+    assert_eq!(out.skipped, ["SSH keys and password hash of core: the root has no user core in /etc/passwd"]);
+    assert!(!dir.path().join("home").exists());
+}

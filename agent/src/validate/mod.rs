@@ -1,0 +1,313 @@
+//! On-disk validation: does the root hold what a config says? The MCD's checks and messages
+//! (files: exact mode, then contents; drop-ins; masks resolve to `/dev/null`; unit files and
+//! their enablement as the root's links show it), but every mismatch is collected instead of
+//! stopping at the first, each with expected and found facts (mode, size, sha256; never
+//! contents).
+//!
+//! Differences from the MCD, on purpose: a masked unit is checked even when it has no contents
+//! (the MCD skips every unit without contents, so it never checks a plain mask).
+
+mod gofmt;
+mod report;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use machine_config::{Config, File, Unit};
+
+use crate::rootfs::{FileKind, Opened, Root, RootError, go_error_text};
+use crate::units::{OfflineUnits, SYSTEM_UNIT_DIR, UnitFileState};
+
+pub use gofmt::{go_file_mode, go_mode_string, go_mode_triple, go_quote};
+pub use report::{Facts, Mismatch, MismatchKind, ValidationReport, octal, sha256_hex};
+
+/// Files the MCD never validates: the certificate writer owns them and may change them.
+pub const SKIPPED_FILES: [&str; 3] = [
+    "/etc/kubernetes/kubelet-ca.crt",
+    "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem",
+    "/etc/mco/internal-registry-pull-secret.json",
+];
+
+/// Mode of unit files and drop-ins.
+const UNIT_FILE_MODE: u32 = 0o644;
+
+/// Validates `root` against `config` (named `config_name` in messages).
+pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationReport {
+    let mut mismatches = Vec::new();
+    for file in &config.storage.files {
+        if SKIPPED_FILES.contains(&file.path.as_str()) {
+            tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
+            continue;
+        }
+        check_config_file(root, file, &mut mismatches);
+    }
+    let units = OfflineUnits::new(root);
+    for unit in &config.systemd.units {
+        check_unit(root, &units, unit, &mut mismatches);
+    }
+    ValidationReport {
+        config: config_name.to_string(),
+        mismatches,
+    }
+}
+
+fn check_config_file(root: &Root, file: &File, out: &mut Vec<Mismatch>) {
+    let mode = file.mode_or_default();
+    if !file.append.is_empty() {
+        out.push(Mismatch {
+            path: file.path.clone(),
+            unit: None,
+            kind: MismatchKind::Append,
+            message: "found an append section when checking files. Append is not supported".to_string(),
+            expected: Facts {
+                mode: Some(octal(mode)),
+                ..Facts::default()
+            },
+            found: None,
+        });
+        return;
+    }
+    match file.decoded_contents() {
+        Ok(contents) => check_file(root, &file.path, None, mode, &contents, out),
+        Err(e) => out.push(Mismatch {
+            path: file.path.clone(),
+            unit: None,
+            kind: MismatchKind::Decode,
+            message: e.to_string(),
+            expected: Facts {
+                mode: Some(octal(mode)),
+                ..Facts::default()
+            },
+            found: None,
+        }),
+    }
+}
+
+fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<Mismatch>) {
+    let unit_name = Some(unit.name.as_str());
+    for dropin in &unit.dropins {
+        let path = format!("{SYSTEM_UNIT_DIR}/{}.d/{}", unit.name, dropin.name);
+        let contents = dropin.contents.as_deref().unwrap_or("");
+        // An empty drop-in is removed by apply; a zero-length file is accepted too. A failing
+        // stat is reported bare, as the MCD does.
+        if contents.is_empty() {
+            match root.lstat(Path::new(&path)) {
+                Ok(None) => continue,
+                Ok(Some(_)) => {}
+                Err(e) => {
+                    out.push(Mismatch {
+                        path: path.clone(),
+                        unit: Some(unit.name.clone()),
+                        kind: MismatchKind::Missing,
+                        message: e.with_op("stat").to_string(),
+                        expected: Facts::of_contents(UNIT_FILE_MODE, b""),
+                        found: None,
+                    });
+                    continue;
+                }
+            }
+        }
+        check_file(root, &path, unit_name, UNIT_FILE_MODE, contents.as_bytes(), out);
+    }
+    let path = format!("{SYSTEM_UNIT_DIR}/{}", unit.name);
+    if unit.is_masked() {
+        check_mask(root, &path, &unit.name, out);
+        return;
+    }
+    let Some(contents) = unit.contents.as_deref().filter(|c| !c.is_empty()) else {
+        return;
+    };
+    check_file(root, &path, unit_name, UNIT_FILE_MODE, contents.as_bytes(), out);
+    if let Some(enabled) = unit.enabled {
+        check_enablement(units, &path, &unit.name, enabled, out);
+    }
+}
+
+fn check_mask(root: &Root, path: &str, unit: &str, out: &mut Vec<Mismatch>) {
+    let expected = Facts {
+        kind: Some("symlink"),
+        target: Some(DEV_NULL.to_string()),
+        ..Facts::default()
+    };
+    let (message, found) = match eval_symlinks(root, Path::new(path)) {
+        Ok(link) if link == Path::new(DEV_NULL) => return,
+        Ok(link) => (
+            format!(
+                "state validation: invalid unit masked setting. path: {}; expected: {DEV_NULL}; received: {}",
+                go_quote(path),
+                link.display()
+            ),
+            found_facts(root, path),
+        ),
+        Err(e) => (
+            format!(
+                "state validation: error while evaluation symlink for path {}: {e}",
+                go_quote(path)
+            ),
+            None,
+        ),
+    };
+    out.push(Mismatch {
+        path: path.to_string(),
+        unit: Some(unit.to_string()),
+        kind: MismatchKind::Mask,
+        message,
+        expected,
+        found,
+    });
+}
+
+fn check_enablement(units: &OfflineUnits<'_>, path: &str, unit: &str, enabled: bool, out: &mut Vec<Mismatch>) {
+    let state = match units.state(unit) {
+        Ok(s) => s,
+        Err(e) => {
+            out.push(Mismatch {
+                path: path.to_string(),
+                unit: Some(unit.to_string()),
+                kind: MismatchKind::Unreadable,
+                message: format!("could not read enablement of unit {}: {e:#}", go_quote(unit)),
+                expected: Facts {
+                    state: Some(format!("enabled={enabled}")),
+                    ..Facts::default()
+                },
+                found: None,
+            });
+            return;
+        }
+    };
+    let bad = if enabled {
+        matches!(
+            state,
+            UnitFileState::Disabled | UnitFileState::Masked | UnitFileState::MaskedRuntime | UnitFileState::NotFound
+        )
+    } else {
+        state == UnitFileState::Enabled
+    };
+    if bad {
+        out.push(Mismatch {
+            path: path.to_string(),
+            unit: Some(unit.to_string()),
+            kind: MismatchKind::Enablement,
+            message: format!(
+                "unit {} expected enabled={enabled}, but systemd reports {}",
+                go_quote(unit),
+                go_quote(state.as_str())
+            ),
+            expected: Facts {
+                state: Some(format!("enabled={enabled}")),
+                ..Facts::default()
+            },
+            found: Some(Facts {
+                state: Some(state.as_str().to_string()),
+                ..Facts::default()
+            }),
+        });
+    }
+}
+
+/// Compares the regular file at `path` with `expected` bytes and the exact `mode`, recording a
+/// mismatch for the mode and one for the contents when they differ.
+fn check_file(root: &Root, path: &str, unit: Option<&str>, mode: u32, expected: &[u8], out: &mut Vec<Mismatch>) {
+    let quoted = go_quote(path);
+    let mismatch = |kind, message: String, found: Option<Facts>| Mismatch {
+        path: path.to_string(),
+        unit: unit.map(str::to_string),
+        kind,
+        message,
+        expected: Facts::of_contents(mode, expected),
+        found,
+    };
+    let (mut file, info) = match root.open_nofollow(Path::new(path)) {
+        Ok(Opened::File(f, info)) => (f, info),
+        Ok(Opened::NotRegular(info)) => {
+            let message = format!(
+                "mode mismatch for file: {quoted}; expected: {}; received: {}",
+                go_mode_triple(mode),
+                go_mode_triple(go_file_mode(info.mode))
+            );
+            out.push(mismatch(MismatchKind::Mode, message, found_facts(root, path)));
+            return;
+        }
+        Err(e) => {
+            let (kind, message) = match &e {
+                RootError::Io { op: "lstat", .. } => (MismatchKind::Missing, format!("could not stat file {quoted}: {e}")),
+                _ => (MismatchKind::Unreadable, format!("could not read file {quoted}: {e}")),
+            };
+            out.push(mismatch(kind, message, None));
+            return;
+        }
+    };
+    let mut contents = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
+    if let Err(e) = file.read_to_end(&mut contents) {
+        let message = format!("could not read file {quoted}: read {path}: {}", go_error_text(&e));
+        out.push(mismatch(MismatchKind::Unreadable, message, None));
+        return;
+    }
+    let found = || Some(Facts::of_contents(info.permissions(), &contents));
+    let found_mode = go_file_mode(info.mode);
+    if found_mode != mode {
+        let message = format!(
+            "mode mismatch for file: {quoted}; expected: {}; received: {}",
+            go_mode_triple(mode),
+            go_mode_triple(found_mode)
+        );
+        out.push(mismatch(MismatchKind::Mode, message, found()));
+    }
+    if contents != expected {
+        out.push(mismatch(MismatchKind::Content, format!("content mismatch for file {quoted}"), found()));
+    }
+}
+
+/// Facts about whatever is at `path` that is not a readable regular file.
+fn found_facts(root: &Root, path: &str) -> Option<Facts> {
+    let info = root.lstat(Path::new(path)).ok().flatten()?;
+    let kind = match info.kind {
+        FileKind::File => "file",
+        FileKind::Dir => "directory",
+        FileKind::Symlink => "symlink",
+        FileKind::Other => "other",
+    };
+    let target = if info.kind == FileKind::Symlink {
+        root.read_link(Path::new(path))
+            .ok()
+            .flatten()
+            .map(|t| t.display().to_string())
+    } else {
+        None
+    };
+    Some(Facts {
+        kind: Some(kind),
+        mode: Some(octal(info.permissions())),
+        size: (info.kind == FileKind::File).then_some(info.size),
+        target,
+        ..Facts::default()
+    })
+}
+
+const DEV_NULL: &str = "/dev/null";
+
+/// Go's `filepath.EvalSymlinks` inside the root, except that a link chain reaching `/dev/null`
+/// stops there (a test root has no `/dev/null` of its own, a node's is a device).
+fn eval_symlinks(root: &Root, path: &Path) -> Result<PathBuf, RootError> {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        match root.lstat(&current)? {
+            None => return Err(RootError::io("lstat", current, rustix::io::Errno::NOENT)),
+            Some(info) if info.kind == FileKind::Symlink => {
+                let target = root.read_link(&current)?.unwrap_or_default();
+                let base = current.parent().unwrap_or(Path::new("/"));
+                current = crate::rootfs::normalize(&base.join(target));
+                if current == Path::new(DEV_NULL) {
+                    return Ok(current);
+                }
+            }
+            Some(_) => {
+                return Ok(root.canonicalize(&current)?.unwrap_or(current));
+            }
+        }
+    }
+    Err(RootError::io("lstat", path, rustix::io::Errno::LOOP))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! Validation on temp roots: exact MCD messages, every mismatch, facts without contents.
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use super::*;
+
+const CONFIG: &str = r#"{
+  "ignition": {"version": "3.2.0"},
+  "storage": {"files": [
+    {"path": "/etc/a.conf", "mode": 420, "contents": {"source": "data:,hello%0A"}},
+    {"path": "/etc/b.conf", "mode": 384, "contents": {"source": "data:;base64,c2VjcmV0Cg=="}},
+    {"path": "/etc/kubernetes/kubelet-ca.crt", "contents": {"source": "data:,ca"}}
+  ]},
+  "systemd": {"units": [
+    {"name": "x.service", "enabled": true,
+     "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+     "dropins": [{"name": "10-a.conf", "contents": "[Service]\nNice=1\n"}, {"name": "20-empty.conf"}]},
+    {"name": "m.service", "mask": true},
+    {"name": "off.service", "enabled": false, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}
+  ]}
+}"#;
+
+fn config() -> Config {
+    Config::parse(CONFIG.as_bytes()).unwrap()
+}
+
+fn write(root: &Path, path: &str, contents: &str, mode: u32) {
+    let p = root.join(path.trim_start_matches('/'));
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(&p, contents).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A root that matches [`CONFIG`].
+fn matching_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "/etc/a.conf", "hello\n", 0o644);
+    write(r, "/etc/b.conf", "secret\n", 0o600);
+    let unit = "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n";
+    write(r, "/etc/systemd/system/x.service", unit, 0o644);
+    write(r, "/etc/systemd/system/x.service.d/10-a.conf", "[Service]\nNice=1\n", 0o644);
+    write(r, "/etc/systemd/system/off.service", unit, 0o644);
+    fs::create_dir_all(r.join("etc/systemd/system/multi-user.target.wants")).unwrap();
+    symlink(
+        "/etc/systemd/system/x.service",
+        r.join("etc/systemd/system/multi-user.target.wants/x.service"),
+    )
+    .unwrap();
+    symlink("/dev/null", r.join("etc/systemd/system/m.service")).unwrap();
+    dir
+}
+
+fn run(dir: &tempfile::TempDir) -> ValidationReport {
+    let root = Root::open(dir.path()).unwrap();
+    validate(&root, "rendered-worker-1", &config())
+}
+
+#[test]
+fn matching_root_is_ok() {
+    let dir = matching_root();
+    let report = run(&dir);
+    assert!(report.is_ok(), "{:#?}", report.mismatches);
+    assert_eq!(report.mcd_error(), None);
+    assert!(report.lines().is_empty());
+}
+
+/// Each case breaks the matching root one way and expects exactly these MCD messages.
+#[test]
+fn each_drift_gives_the_mcd_message() {
+    type Breaker = fn(&Path);
+    let cases: &[(&str, Breaker, &[&str])] = &[
+        ("missing file", |r| fs::remove_file(r.join("etc/a.conf")).unwrap(), &[
+            r#"could not stat file "/etc/a.conf": lstat /etc/a.conf: no such file or directory"#,
+        ]),
+        ("mode", |r| fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o755)).unwrap(), &[
+            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rwxr-xr-x/493/0755"#,
+        ]),
+        ("content", |r| fs::write(r.join("etc/b.conf"), "public\n").unwrap(), &[
+            r#"content mismatch for file "/etc/b.conf""#,
+        ]),
+        ("mode and content", |r| {
+            fs::write(r.join("etc/a.conf"), "x").unwrap();
+            fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+        }, &[
+            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rw-------/384/0600"#,
+            r#"content mismatch for file "/etc/a.conf""#,
+        ]),
+        ("symlink instead of file", |r| {
+            fs::remove_file(r.join("etc/a.conf")).unwrap();
+            symlink("/etc/b.conf", r.join("etc/a.conf")).unwrap();
+        }, &[
+            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: Lrwxrwxrwx/134218239/01000000777"#,
+        ]),
+        ("parent is a file", |r| {
+            fs::remove_dir_all(r.join("etc/systemd/system/x.service.d")).unwrap();
+            fs::write(r.join("etc/systemd/system/x.service.d"), "").unwrap();
+        }, &[
+            r#"could not stat file "/etc/systemd/system/x.service.d/10-a.conf": lstat /etc/systemd/system/x.service.d/10-a.conf: not a directory"#,
+            r#"stat /etc/systemd/system/x.service.d/20-empty.conf: not a directory"#,
+        ]),
+        ("dropin content", |r| fs::write(r.join("etc/systemd/system/x.service.d/10-a.conf"), "").unwrap(), &[
+            r#"content mismatch for file "/etc/systemd/system/x.service.d/10-a.conf""#,
+        ]),
+        ("empty dropin present with content", |r| {
+            fs::write(r.join("etc/systemd/system/x.service.d/20-empty.conf"), "x").unwrap();
+        }, &[
+            r#"content mismatch for file "/etc/systemd/system/x.service.d/20-empty.conf""#,
+        ]),
+        ("unit disabled", |r| fs::remove_file(r.join("etc/systemd/system/multi-user.target.wants/x.service")).unwrap(), &[
+            r#"unit "x.service" expected enabled=true, but systemd reports "disabled""#,
+        ]),
+        ("unit enabled", |r| symlink("/etc/systemd/system/off.service", r.join("etc/systemd/system/multi-user.target.wants/off.service")).unwrap(), &[
+            r#"unit "off.service" expected enabled=false, but systemd reports "enabled""#,
+        ]),
+        ("mask is a file", |r| {
+            fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
+            fs::write(r.join("etc/systemd/system/m.service"), "").unwrap();
+        }, &[
+            r#"state validation: invalid unit masked setting. path: "/etc/systemd/system/m.service"; expected: /dev/null; received: /etc/systemd/system/m.service"#,
+        ]),
+        ("mask missing", |r| fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap(), &[
+            r#"state validation: error while evaluation symlink for path "/etc/systemd/system/m.service": lstat /etc/systemd/system/m.service: no such file or directory"#,
+        ]),
+        ("mask via relative chain", |r| {
+            fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
+            symlink("../../../dev/null", r.join("etc/systemd/system/m.service")).unwrap();
+        }, &[]),
+        ("skipped file may drift", |r| write(r, "/etc/kubernetes/kubelet-ca.crt", "other", 0o600), &[]),
+    ];
+    for (name, breaker, want) in cases {
+        let dir = matching_root();
+        breaker(dir.path());
+        let report = run(&dir);
+        let got: Vec<&str> = report.mismatches.iter().map(|m| m.message.as_str()).collect();
+        assert_eq!(&got, want, "case {name}");
+    }
+}
+
+#[test]
+fn report_lists_every_mismatch_with_facts_and_no_contents() {
+    let dir = matching_root();
+    fs::write(dir.path().join("etc/b.conf"), "leaked-secret-value\n").unwrap();
+    fs::remove_file(dir.path().join("etc/a.conf")).unwrap();
+    let report = run(&dir);
+    let lines = report.lines();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(
+        lines[0],
+        r#"unexpected on-disk state validating against rendered-worker-1: could not stat file "/etc/a.conf": lstat /etc/a.conf: no such file or directory"#
+    );
+    assert_eq!(
+        lines[1],
+        format!(
+            r#"could not stat file "/etc/a.conf": lstat /etc/a.conf: no such file or directory (expected: mode 0644, 6 bytes, sha256 {}; found: nothing)"#,
+            sha256_hex(b"hello\n")
+        )
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            r#"content mismatch for file "/etc/b.conf" (expected: mode 0600, 7 bytes, sha256 {}; found: mode 0600, 20 bytes, sha256 {})"#,
+            sha256_hex(b"secret\n"),
+            sha256_hex(b"leaked-secret-value\n")
+        )
+    );
+    let json = serde_json::to_string(&report.mismatches).unwrap();
+    assert!(!json.contains("secret\\n") && !json.contains("leaked"), "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[1]["kind"], "content");
+    assert_eq!(v[1]["found"]["size"], 20);
+    assert_eq!(v[0]["found"], serde_json::Value::Null);
+}
