@@ -9,6 +9,8 @@ packages=(
   pkg-config libostree-dev
   # real components used by tests
   ostree gir1.2-ostree-1.0 ignition dbus-daemon python3-dbusmock curl
+  # systemctl --root: the oracle for offline unit enablement
+  systemd
   # packaging checks
   rpm selinux-policy-dev checkpolicy semodule-utils setools
   # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)

@@ -1,6 +1,17 @@
 //! The node side of mco-agent.
+//!
+//! - [`rootfs`]: root-confined file access (every path resolved inside `--root`), atomic writes,
+//!   the root's users and groups, `/etc/shadow`.
+//! - [`apply`]: applying a current→desired config change to a root (files, units, backups,
+//!   SSH keys, password), validated and decoded before the disk is touched.
+//! - [`validate`]: on-disk validation with the MCD's messages, every mismatch reported.
+//! - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links for a root.
+//! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
+//! - [`cli`]: the `mco-agent` subcommands.
 
+pub mod apply;
+pub mod cli;
+pub mod input;
 pub mod rootfs;
 pub mod units;
 pub mod validate;
-pub mod apply;

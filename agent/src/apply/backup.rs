@@ -17,14 +17,18 @@ pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
 
 /// Path of the backup of `path`.
 pub fn orig_path(path: &Path) -> PathBuf {
-    let mut p = Path::new(ORIG_DIR).join(path.strip_prefix("/").unwrap_or(path)).into_os_string();
+    let mut p = Path::new(ORIG_DIR)
+        .join(path.strip_prefix("/").unwrap_or(path))
+        .into_os_string();
     p.push(".mcdorig");
     PathBuf::from(p)
 }
 
 /// Path of the "no original" stamp of `path`.
 pub fn noorig_path(path: &Path) -> PathBuf {
-    let mut p = Path::new(NOORIG_DIR).join(path.strip_prefix("/").unwrap_or(path)).into_os_string();
+    let mut p = Path::new(NOORIG_DIR)
+        .join(path.strip_prefix("/").unwrap_or(path))
+        .into_os_string();
     p.push(".mcdnoorig");
     PathBuf::from(p)
 }
@@ -101,7 +105,8 @@ fn copy_node(root: &Root, from: &Path, to: &Path, kind: FileKind) -> Result<(), 
         FileKind::File => match root.open_nofollow(from)? {
             Opened::File(mut f, info) => {
                 let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
-                std::io::Read::read_to_end(&mut f, &mut buf).map_err(|e| RootError::io("read", from, e))?;
+                std::io::Read::read_to_end(&mut f, &mut buf)
+                    .map_err(|e| RootError::io("read", from, e))?;
                 root.write_atomic(to, &buf, info.permissions(), info.owner)
             }
             Opened::NotRegular(_) => Err(RootError::io("copy", from, rustix::io::Errno::INVAL)),
@@ -140,34 +145,66 @@ mod tests {
         symlink("/usr/share/zoneinfo/UTC", r.join("etc/localtime")).unwrap();
         let root = Root::open(r).unwrap();
         for p in ["/etc/chrony.conf", "/etc/localtime", "/etc/new.conf"] {
-            let want = if p == "/etc/new.conf" { Recorded::NoOriginal } else { Recorded::BackedUp };
+            let want = if p == "/etc/new.conf" {
+                Recorded::NoOriginal
+            } else {
+                Recorded::BackedUp
+            };
             assert_eq!(record_original(&root, Path::new(p)).unwrap(), want, "{p}");
             // The first original wins: recording again changes nothing.
-            assert_eq!(record_original(&root, Path::new(p)).unwrap(), Recorded::AlreadyRecorded);
-            root.write_atomic(Path::new(p), b"managed", 0o644, Owner::ROOT).unwrap();
+            assert_eq!(
+                record_original(&root, Path::new(p)).unwrap(),
+                Recorded::AlreadyRecorded
+            );
+            root.write_atomic(Path::new(p), b"managed", 0o644, Owner::ROOT)
+                .unwrap();
         }
         assert_eq!(
             fs::read(r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig")).unwrap(),
             b"vendor\n"
         );
-        assert!(r.join("etc/machine-config-daemon/noorig/etc/new.conf.mcdnoorig").exists());
+        assert!(
+            r.join("etc/machine-config-daemon/noorig/etc/new.conf.mcdnoorig")
+                .exists()
+        );
 
-        assert_eq!(restore_or_remove(&root, Path::new("/etc/chrony.conf")).unwrap(), Released::Restored);
-        assert_eq!(restore_or_remove(&root, Path::new("/etc/localtime")).unwrap(), Released::Restored);
-        assert_eq!(restore_or_remove(&root, Path::new("/etc/new.conf")).unwrap(), Released::Removed);
+        assert_eq!(
+            restore_or_remove(&root, Path::new("/etc/chrony.conf")).unwrap(),
+            Released::Restored
+        );
+        assert_eq!(
+            restore_or_remove(&root, Path::new("/etc/localtime")).unwrap(),
+            Released::Restored
+        );
+        assert_eq!(
+            restore_or_remove(&root, Path::new("/etc/new.conf")).unwrap(),
+            Released::Removed
+        );
         let meta = fs::metadata(r.join("etc/chrony.conf")).unwrap();
         assert_eq!(fs::read(r.join("etc/chrony.conf")).unwrap(), b"vendor\n");
-        assert_eq!((meta.permissions().mode() & 0o7777, meta.uid(), meta.gid()), (0o640, 12, 34));
+        assert_eq!(
+            (meta.permissions().mode() & 0o7777, meta.uid(), meta.gid()),
+            (0o640, 12, 34)
+        );
         assert_eq!(
             fs::read_link(r.join("etc/localtime")).unwrap(),
             Path::new("/usr/share/zoneinfo/UTC")
         );
         assert!(!r.join("etc/new.conf").exists());
-        assert!(!r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig").exists());
-        assert!(!r.join("etc/machine-config-daemon/noorig/etc/new.conf.mcdnoorig").exists());
+        assert!(
+            !r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig")
+                .exists()
+        );
+        assert!(
+            !r.join("etc/machine-config-daemon/noorig/etc/new.conf.mcdnoorig")
+                .exists()
+        );
         // A path never recorded is simply removed (a file Ignition wrote at first boot).
         fs::write(r.join("etc/unrecorded"), "x").unwrap();
-        assert_eq!(restore_or_remove(&root, Path::new("/etc/unrecorded")).unwrap(), Released::Removed);
+        assert_eq!(
+            restore_or_remove(&root, Path::new("/etc/unrecorded")).unwrap(),
+            Released::Removed
+        );
         assert!(!r.join("etc/unrecorded").exists());
     }
 }

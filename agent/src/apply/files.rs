@@ -3,19 +3,27 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::ApplyOutcome;
 use super::backup::{self, Released};
 use super::prepare::{PreparedDir, PreparedFile, PreparedLink};
-use super::ApplyOutcome;
 use crate::rootfs::{Opened, Owner, Root, RootError};
 
 /// Writes `file` unless the disk already holds exactly it; keeps the original first.
-pub(crate) fn write_file(root: &Root, file: &PreparedFile, out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn write_file(
+    root: &Root,
+    file: &PreparedFile,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     backup::record_original(root, &file.path)?;
     write_if_different(root, file, out)
 }
 
 /// Writes `file` unless the disk already holds exactly it (no backup).
-pub(crate) fn write_if_different(root: &Root, file: &PreparedFile, out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn write_if_different(
+    root: &Root,
+    file: &PreparedFile,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     if holds(root, &file.path, &file.contents, file.mode, file.owner)? {
         out.files_unchanged += 1;
         return Ok(());
@@ -28,7 +36,12 @@ pub(crate) fn write_if_different(root: &Root, file: &PreparedFile, out: &mut App
 
 /// Writes a unit file or drop-in (mode 0644, root) unless it is already there; keeps the
 /// original first.
-pub(crate) fn write_unit_file(root: &Root, path: &Path, contents: &[u8], out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn write_unit_file(
+    root: &Root,
+    path: &Path,
+    contents: &[u8],
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     backup::record_original(root, path)?;
     if holds(root, path, contents, UNIT_FILE_MODE, Owner::ROOT)? {
         return Ok(());
@@ -42,13 +55,21 @@ pub(crate) fn write_unit_file(root: &Root, path: &Path, contents: &[u8], out: &m
 /// Mode of unit files and drop-ins.
 const UNIT_FILE_MODE: u32 = 0o644;
 
-pub(crate) fn create_dir(root: &Root, dir: &PreparedDir, out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn create_dir(
+    root: &Root,
+    dir: &PreparedDir,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     root.create_dir(&dir.path, dir.mode, dir.owner)?;
     out.directories.push(dir.path.display().to_string());
     Ok(())
 }
 
-pub(crate) fn create_link(root: &Root, link: &PreparedLink, out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn create_link(
+    root: &Root,
+    link: &PreparedLink,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     if link.hard {
         root.hard_link(&link.path, &link.target)?;
     } else {
@@ -74,7 +95,13 @@ pub(crate) fn release(root: &Root, path: &Path, out: &mut ApplyOutcome) -> Resul
 }
 
 /// Whether `path` is a regular file with exactly these contents, mode and owner.
-fn holds(root: &Root, path: &Path, contents: &[u8], mode: u32, owner: Owner) -> Result<bool, RootError> {
+fn holds(
+    root: &Root,
+    path: &Path,
+    contents: &[u8],
+    mode: u32,
+    owner: Owner,
+) -> Result<bool, RootError> {
     let (mut f, info) = match root.open_nofollow(path) {
         Ok(Opened::File(f, info)) => (f, info),
         Ok(Opened::NotRegular(_)) => return Ok(false),
@@ -85,6 +112,7 @@ fn holds(root: &Root, path: &Path, contents: &[u8], mode: u32, owner: Owner) -> 
         return Ok(false);
     }
     let mut current = Vec::with_capacity(contents.len());
-    f.read_to_end(&mut current).map_err(|e| RootError::io("read", path, e))?;
+    f.read_to_end(&mut current)
+        .map_err(|e| RootError::io("read", path, e))?;
     Ok(current == contents)
 }

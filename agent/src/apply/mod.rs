@@ -133,7 +133,9 @@ pub async fn apply(
     };
     let prepared = prepare::prepare(root, &accounts, old, new, mode)?;
     let mut out = ApplyOutcome::default();
-    write(root, &prepared, systemd, &mut out).await.map_err(ApplyError::Write)?;
+    write(root, &prepared, systemd, &mut out)
+        .await
+        .map_err(ApplyError::Write)?;
     Ok(out)
 }
 

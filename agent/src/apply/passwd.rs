@@ -25,17 +25,27 @@ pub fn authorized_keys_path(home: &Path) -> PathBuf {
 
 /// Writes the keys file (0600, directories 0700, all owned by core) and the password hash. A
 /// root without a `core` user gets neither (recorded in `out.skipped`), as the MCD skips them.
-pub(crate) fn write_passwd(root: &Root, passwd: &PreparedPasswd, out: &mut ApplyOutcome) -> Result<()> {
+pub(crate) fn write_passwd(
+    root: &Root,
+    passwd: &PreparedPasswd,
+    out: &mut ApplyOutcome,
+) -> Result<()> {
     let Some(core) = &passwd.core else {
-        out.skipped
-            .push("SSH keys and password hash of core: the root has no user core in /etc/passwd".to_string());
+        out.skipped.push(
+            "SSH keys and password hash of core: the root has no user core in /etc/passwd"
+                .to_string(),
+        );
         return Ok(());
     };
     let owner = Owner {
         uid: core.uid,
         gid: core.gid,
     };
-    let home = if core.home.starts_with('/') { core.home.as_str() } else { CORE_HOME };
+    let home = if core.home.starts_with('/') {
+        core.home.as_str()
+    } else {
+        CORE_HOME
+    };
     let home = Path::new(home);
     if root.lstat(home)?.is_none() {
         root.create_dir(home, HOME_MODE, owner)?;

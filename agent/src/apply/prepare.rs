@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use machine_config::{Config, Unit};
 use machine_config::ignition::NodeOwner;
+use machine_config::{Config, Unit};
 
 use super::InputError;
 use crate::rootfs::accounts::Accounts;
@@ -106,9 +106,14 @@ pub(crate) fn prepare<'c>(
     for (i, f) in new.storage.files.iter().enumerate() {
         let field = format!("{prefix}.storage.files.{i}");
         if !f.append.is_empty() {
-            return Err(InputError::new(format!("{field}.append"), format!("file {:?} includes append, which is not supported", f.path)));
+            return Err(InputError::new(
+                format!("{field}.append"),
+                format!("file {:?} includes append, which is not supported", f.path),
+            ));
         }
-        let contents = f.decoded_contents().map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?;
+        let contents = f
+            .decoded_contents()
+            .map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?;
         let owner = resolve_owner(accounts, &f.user, &f.group, &field)?;
         check_writable_path(root, &f.path, &field, false)?;
         files.push(PreparedFile {
@@ -131,7 +136,8 @@ pub(crate) fn prepare<'c>(
             });
         }
         dirs.sort_by(|a, b| a.path.cmp(&b.path));
-        let file_paths: BTreeSet<&str> = new.storage.files.iter().map(|f| f.path.as_str()).collect();
+        let file_paths: BTreeSet<&str> =
+            new.storage.files.iter().map(|f| f.path.as_str()).collect();
         for (i, l) in new.storage.links.iter().enumerate() {
             let field = format!("{prefix}.storage.links.{i}");
             let target = l
@@ -141,11 +147,14 @@ pub(crate) fn prepare<'c>(
                 .ok_or_else(|| InputError::new(format!("{field}.target"), "link has no target"))?;
             check_writable_path(root, &l.path, &field, false)?;
             if l.is_hard() {
-                let exists = file_paths.contains(target) || matches!(root.lstat(Path::new(target)), Ok(Some(i)) if i.kind == FileKind::File);
+                let exists = file_paths.contains(target)
+                    || matches!(root.lstat(Path::new(target)), Ok(Some(i)) if i.kind == FileKind::File);
                 if !exists || !target.starts_with('/') {
                     return Err(InputError::new(
                         format!("{field}.target"),
-                        format!("hard link target {target:?} is not a file in the config or in the root"),
+                        format!(
+                            "hard link target {target:?} is not a file in the config or in the root"
+                        ),
                     ));
                 }
             }
@@ -160,8 +169,18 @@ pub(crate) fn prepare<'c>(
         links.sort_by_key(|l| l.hard);
     }
 
-    let old_units: BTreeMap<&str, &Unit> = old.systemd.units.iter().map(|u| (u.name.as_str(), u)).collect();
-    let new_units: BTreeMap<&str, &Unit> = new.systemd.units.iter().map(|u| (u.name.as_str(), u)).collect();
+    let old_units: BTreeMap<&str, &Unit> = old
+        .systemd
+        .units
+        .iter()
+        .map(|u| (u.name.as_str(), u))
+        .collect();
+    let new_units: BTreeMap<&str, &Unit> = new
+        .systemd
+        .units
+        .iter()
+        .map(|u| (u.name.as_str(), u))
+        .collect();
     let mut units = Vec::new();
     for (i, u) in new.systemd.units.iter().enumerate() {
         let field = format!("{prefix}.systemd.units.{i}");
@@ -169,7 +188,12 @@ pub(crate) fn prepare<'c>(
             check_writable_path(root, &unit_path(&u.name), &field, false)?;
         }
         for (j, d) in u.dropins.iter().enumerate() {
-            check_writable_path(root, &dropin_path(&u.name, &d.name), &format!("{field}.dropins.{j}"), false)?;
+            check_writable_path(
+                root,
+                &dropin_path(&u.name, &d.name),
+                &format!("{field}.dropins.{j}"),
+                false,
+            )?;
         }
         if mode.write_all || old_units.get(u.name.as_str()) != Some(&u) {
             units.push(u);
@@ -218,7 +242,11 @@ pub(crate) fn prepare<'c>(
         let users = new.passwd.users.iter().filter(|u| u.name == CORE_USER);
         PreparedPasswd {
             core: accounts.user(CORE_USER).cloned(),
-            authorized_keys: users.clone().flat_map(|u| u.ssh_authorized_keys.iter()).map(|k| format!("{k}\n")).collect(),
+            authorized_keys: users
+                .clone()
+                .flat_map(|u| u.ssh_authorized_keys.iter())
+                .map(|k| format!("{k}\n"))
+                .collect(),
             password_hash: users
                 .filter_map(|u| u.password_hash.clone())
                 .rfind(|h| !h.is_empty())
@@ -249,19 +277,32 @@ pub(crate) fn dropin_path(unit: &str, dropin: &str) -> String {
 }
 
 /// Ignition's owner rule: `id`, else `name` looked up in the root, else root (0).
-fn resolve_owner(accounts: &Accounts, user: &NodeOwner, group: &NodeOwner, field: &str) -> Result<Owner, InputError> {
-    let id = |v: i64, f: String| u32::try_from(v).map_err(|_| InputError::new(f, format!("id {v} is out of range")));
+fn resolve_owner(
+    accounts: &Accounts,
+    user: &NodeOwner,
+    group: &NodeOwner,
+    field: &str,
+) -> Result<Owner, InputError> {
+    let id = |v: i64, f: String| {
+        u32::try_from(v).map_err(|_| InputError::new(f, format!("id {v} is out of range")))
+    };
     let uid = match (user.id, user.name.as_deref().filter(|n| !n.is_empty())) {
         (Some(v), _) => id(v, format!("{field}.user.id"))?,
         (None, Some(name)) => accounts.user(name).map(|u| u.uid).ok_or_else(|| {
-            InputError::new(format!("{field}.user.name"), format!("no user {name:?} in the root's /etc/passwd"))
+            InputError::new(
+                format!("{field}.user.name"),
+                format!("no user {name:?} in the root's /etc/passwd"),
+            )
         })?,
         (None, None) => 0,
     };
     let gid = match (group.id, group.name.as_deref().filter(|n| !n.is_empty())) {
         (Some(v), _) => id(v, format!("{field}.group.id"))?,
         (None, Some(name)) => accounts.group(name).map(|g| g.gid).ok_or_else(|| {
-            InputError::new(format!("{field}.group.name"), format!("no group {name:?} in the root's /etc/group"))
+            InputError::new(
+                format!("{field}.group.name"),
+                format!("no group {name:?} in the root's /etc/group"),
+            )
         })?,
         (None, None) => 0,
     };
@@ -276,11 +317,16 @@ fn check_writable_path(root: &Root, path: &str, field: &str, dir: bool) -> Resul
             format!("{field}.path"),
             format!("{path:?} is a directory in the root; refusing to replace it"),
         )),
-        Ok(Some(info)) if dir && !matches!(info.kind, FileKind::Dir | FileKind::Symlink) => Err(InputError::new(
-            format!("{field}.path"),
-            format!("{path:?} exists in the root and is not a directory"),
-        )),
+        Ok(Some(info)) if dir && !matches!(info.kind, FileKind::Dir | FileKind::Symlink) => {
+            Err(InputError::new(
+                format!("{field}.path"),
+                format!("{path:?} exists in the root and is not a directory"),
+            ))
+        }
         Ok(_) => Ok(()),
-        Err(e) => Err(InputError::new(format!("{field}.path"), format!("cannot write {path:?}: {e}"))),
+        Err(e) => Err(InputError::new(
+            format!("{field}.path"),
+            format!("cannot write {path:?}: {e}"),
+        )),
     }
 }

@@ -25,7 +25,10 @@ pub(crate) fn snapshot(dir: &Path) -> BTreeMap<String, String> {
                 walk(base, &p, out);
                 head
             } else {
-                format!("{head} {:?}", String::from_utf8_lossy(&fs::read(&p).unwrap()))
+                format!(
+                    "{head} {:?}",
+                    String::from_utf8_lossy(&fs::read(&p).unwrap())
+                )
             };
             out.insert(rel, v);
         }
@@ -39,9 +42,21 @@ fn seed_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     fs::create_dir_all(r.join("etc")).unwrap();
-    fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/home/core:/bin/bash\n").unwrap();
-    fs::write(r.join("etc/group"), "root:x:0:\nwheel:x:10:core\ncore:x:1000:\n").unwrap();
-    fs::write(r.join("etc/shadow"), "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n").unwrap();
+    fs::write(
+        r.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/home/core:/bin/bash\n",
+    )
+    .unwrap();
+    fs::write(
+        r.join("etc/group"),
+        "root:x:0:\nwheel:x:10:core\ncore:x:1000:\n",
+    )
+    .unwrap();
+    fs::write(
+        r.join("etc/shadow"),
+        "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n",
+    )
+    .unwrap();
     fs::write(r.join("etc/chrony.conf"), "pool vendor.example iburst\n").unwrap();
     dir
 }
@@ -84,7 +99,10 @@ const SECOND: &str = r#"{
 }"#;
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 fn run(dir: &Path, old: &Config, new: &Config, first: bool) -> Result<ApplyOutcome, ApplyError> {
@@ -107,30 +125,65 @@ fn first_application_writes_everything() {
     let dir = seed_root();
     let r = dir.path();
     let out = run(r, &Config::empty(), &cfg(FIRST), true).unwrap();
-    assert_eq!(fs::read_to_string(r.join("etc/chrony.conf")).unwrap(), "pool cluster.example\n");
-    assert_eq!(fs::read_to_string(r.join("etc/mco/owned.conf")).unwrap(), "owned\n");
+    assert_eq!(
+        fs::read_to_string(r.join("etc/chrony.conf")).unwrap(),
+        "pool cluster.example\n"
+    );
+    assert_eq!(
+        fs::read_to_string(r.join("etc/mco/owned.conf")).unwrap(),
+        "owned\n"
+    );
     assert_eq!(mode_owner(&r.join("etc/mco/owned.conf")), (0o600, 1000, 10));
     assert_eq!(mode_owner(&r.join("etc/mco/empty")), (0o644, 0, 0));
     assert_eq!(mode_owner(&r.join("etc/mco")), (0o755, 0, 0));
     assert_eq!(mode_owner(&r.join("var/lib/mco/d")), (0o750, 0, 0));
-    assert_eq!(fs::read_link(r.join("etc/mco/link")).unwrap(), Path::new("/etc/mco/owned.conf"));
-    assert_eq!(fs::metadata(r.join("etc/mco/hard")).unwrap().ino(), fs::metadata(r.join("etc/mco/empty")).unwrap().ino());
+    assert_eq!(
+        fs::read_link(r.join("etc/mco/link")).unwrap(),
+        Path::new("/etc/mco/owned.conf")
+    );
+    assert_eq!(
+        fs::metadata(r.join("etc/mco/hard")).unwrap().ino(),
+        fs::metadata(r.join("etc/mco/empty")).unwrap().ino()
+    );
     let sd = r.join("etc/systemd/system");
-    assert_eq!(fs::read_link(sd.join("b.service")).unwrap(), Path::new("/dev/null"));
-    assert_eq!(fs::read_to_string(sd.join("a.service.d/10-x.conf")).unwrap(), "[Service]\nNice=2\n");
-    assert_eq!(fs::read_link(sd.join("multi-user.target.wants/a.service")).unwrap(), Path::new("/etc/systemd/system/a.service"));
+    assert_eq!(
+        fs::read_link(sd.join("b.service")).unwrap(),
+        Path::new("/dev/null")
+    );
+    assert_eq!(
+        fs::read_to_string(sd.join("a.service.d/10-x.conf")).unwrap(),
+        "[Service]\nNice=2\n"
+    );
+    assert_eq!(
+        fs::read_link(sd.join("multi-user.target.wants/a.service")).unwrap(),
+        Path::new("/etc/systemd/system/a.service")
+    );
     assert!(!sd.join("multi-user.target.wants/c.service").exists());
     let keys = r.join("home/core/.ssh/authorized_keys.d/ignition");
-    assert_eq!(fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA one\nssh-rsa BBBB two\n");
+    assert_eq!(
+        fs::read_to_string(&keys).unwrap(),
+        "ssh-ed25519 AAAA one\nssh-rsa BBBB two\n"
+    );
     assert_eq!(mode_owner(&keys), (0o600, 1000, 1000));
     assert_eq!(mode_owner(&r.join("home/core/.ssh")), (0o700, 1000, 1000));
-    assert_eq!(mode_owner(&r.join("home/core/.ssh/authorized_keys.d")), (0o700, 1000, 1000));
-    assert!(fs::read_to_string(r.join("etc/shadow")).unwrap().contains("core:$6$s$h:"));
     assert_eq!(
-        fs::read_to_string(r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig")).unwrap(),
+        mode_owner(&r.join("home/core/.ssh/authorized_keys.d")),
+        (0o700, 1000, 1000)
+    );
+    assert!(
+        fs::read_to_string(r.join("etc/shadow"))
+            .unwrap()
+            .contains("core:$6$s$h:")
+    );
+    assert_eq!(
+        fs::read_to_string(r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig"))
+            .unwrap(),
         "pool vendor.example iburst\n"
     );
-    assert!(r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig").exists());
+    assert!(
+        r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig")
+            .exists()
+    );
     assert_eq!(out.enablement.enable, ["a.service"]);
     assert_eq!(out.enablement.disable, ["c.service"]);
     assert!(out.ssh_keys_written && out.password_changed && out.skipped.is_empty());
@@ -144,7 +197,10 @@ fn reapplying_the_same_config_changes_nothing() {
     let before = snapshot(dir.path());
     let out = run(dir.path(), &first, &first, false).unwrap();
     assert_eq!(snapshot(dir.path()), before);
-    assert!(out.files_written.is_empty() && out.units_written.is_empty(), "{out:#?}");
+    assert!(
+        out.files_written.is_empty() && out.units_written.is_empty(),
+        "{out:#?}"
+    );
     assert_eq!(out.files_unchanged, 3);
 }
 
@@ -155,21 +211,47 @@ fn second_config_applies_the_diff() {
     run(r, &Config::empty(), &cfg(FIRST), true).unwrap();
     let out = run(r, &cfg(FIRST), &cfg(SECOND), false).unwrap();
     // Restored from the original, deleted when there was none.
-    assert_eq!(fs::read_to_string(r.join("etc/chrony.conf")).unwrap(), "pool vendor.example iburst\n");
+    assert_eq!(
+        fs::read_to_string(r.join("etc/chrony.conf")).unwrap(),
+        "pool vendor.example iburst\n"
+    );
     assert!(!r.join("etc/mco/owned.conf").exists());
-    assert!(!r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig").exists());
-    assert!(!r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig").exists());
+    assert!(
+        !r.join("etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig")
+            .exists()
+    );
+    assert!(
+        !r.join("etc/machine-config-daemon/noorig/etc/mco/owned.conf.mcdnoorig")
+            .exists()
+    );
     assert_eq!(out.files_restored, ["/etc/chrony.conf"]);
-    assert_eq!(out.files_removed, ["/etc/mco/owned.conf", "/etc/systemd/system/a.service.d/10-x.conf", "/etc/systemd/system/c.service"]);
+    assert_eq!(
+        out.files_removed,
+        [
+            "/etc/mco/owned.conf",
+            "/etc/systemd/system/a.service.d/10-x.conf",
+            "/etc/systemd/system/c.service"
+        ]
+    );
     let sd = r.join("etc/systemd/system");
     assert!(!sd.join("c.service").exists());
     assert!(!sd.join("a.service.d/10-x.conf").exists());
     // a.service was disabled before its rewrite: the old link is gone, the new one is there.
     assert!(fs::symlink_metadata(sd.join("multi-user.target.wants/a.service")).is_err());
-    assert_eq!(fs::read_link(sd.join("graphical.target.wants/a.service")).unwrap(), Path::new("/etc/systemd/system/a.service"));
+    assert_eq!(
+        fs::read_link(sd.join("graphical.target.wants/a.service")).unwrap(),
+        Path::new("/etc/systemd/system/a.service")
+    );
     assert_eq!(out.units_removed, ["c.service"]);
-    assert_eq!(fs::read_to_string(r.join("home/core/.ssh/authorized_keys.d/ignition")).unwrap(), "ssh-ed25519 AAAA one\n");
-    assert!(fs::read_to_string(r.join("etc/shadow")).unwrap().contains("core:*:"));
+    assert_eq!(
+        fs::read_to_string(r.join("home/core/.ssh/authorized_keys.d/ignition")).unwrap(),
+        "ssh-ed25519 AAAA one\n"
+    );
+    assert!(
+        fs::read_to_string(r.join("etc/shadow"))
+            .unwrap()
+            .contains("core:*:")
+    );
 }
 
 #[test]
@@ -182,7 +264,11 @@ fn rolling_back_is_applying_desired_to_current() {
     run(r, &cfg(SECOND), &cfg(FIRST), false).unwrap();
     let mut back = snapshot(r);
     // The only trace of SECOND: the (now empty) directory its enablement link was in.
-    assert_eq!(back.remove("etc/systemd/system/graphical.target.wants").as_deref(), Some("40755 0:0"));
+    assert_eq!(
+        back.remove("etc/systemd/system/graphical.target.wants")
+            .as_deref(),
+        Some("40755 0:0")
+    );
     assert_eq!(back, after_first);
 }
 
@@ -225,9 +311,15 @@ fn root_without_core_skips_passwd_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(dir.path(), &Config::empty(), &cfg(FIRST), true).unwrap_err();
     // Owners by name need the user database too.
-    assert_eq!(out.to_string(), r#"$.storage.files.1.user.name: no user "core" in the root's /etc/passwd"#);
+    assert_eq!(
+        out.to_string(),
+        r#"$.storage.files.1.user.name: no user "core" in the root's /etc/passwd"#
+    );
     let json = r#"{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["k"]}]}}"#;
     let out = run(dir.path(), &Config::empty(), &cfg(json), true).unwrap();
-    assert_eq!(out.skipped, ["SSH keys and password hash of core: the root has no user core in /etc/passwd"]);
+    assert_eq!(
+        out.skipped,
+        ["SSH keys and password hash of core: the root has no user core in /etc/passwd"]
+    );
     assert!(!dir.path().join("home").exists());
 }

@@ -17,13 +17,20 @@ const DEV_NULL: &str = "/dev/null";
 /// enablement: `enabled: true/false` for units that have contents or a unit file, preset for
 /// the others. A unit being rewritten while enabled is disabled first (its `[Install]` may have
 /// changed) and enabled again if the config says so.
-pub(crate) fn write_units(root: &Root, units: &[&Unit], plan: &mut EnablementPlan, out: &mut ApplyOutcome) -> Result<()> {
+pub(crate) fn write_units(
+    root: &Root,
+    units: &[&Unit],
+    plan: &mut EnablementPlan,
+    out: &mut ApplyOutcome,
+) -> Result<()> {
     let offline = OfflineUnits::new(root);
     for unit in units {
         for dropin in &unit.dropins {
             let path = dropin_path(&unit.name, &dropin.name);
             match dropin.contents.as_deref().filter(|c| !c.is_empty()) {
-                Some(contents) => files::write_unit_file(root, Path::new(&path), contents.as_bytes(), out)?,
+                Some(contents) => {
+                    files::write_unit_file(root, Path::new(&path), contents.as_bytes(), out)?
+                }
                 None => {
                     if root.remove_file(Path::new(&path))? {
                         tracing::info!(path, "removed empty drop-in");
@@ -46,7 +53,9 @@ pub(crate) fn write_units(root: &Root, units: &[&Unit], plan: &mut EnablementPla
                 plan.disable.push(unit.name.clone());
             }
             files::write_unit_file(root, path, contents.as_bytes(), out)?;
-        } else if unit.mask == Some(false) && root.read_link(path).ok().flatten().as_deref() == Some(Path::new(DEV_NULL)) {
+        } else if unit.mask == Some(false)
+            && root.read_link(path).ok().flatten().as_deref() == Some(Path::new(DEV_NULL))
+        {
             root.remove_file(path)?;
             tracing::info!(unit = %unit.name, "unmasked unit");
             out.units_written.push(path.display().to_string());
@@ -77,7 +86,12 @@ pub(crate) fn write_units(root: &Root, units: &[&Unit], plan: &mut EnablementPla
 /// Releases units the desired config dropped: their links are removed, the unit files (or masks)
 /// the config wrote are restored from their originals or deleted, and whatever unit file remains
 /// goes back to its preset.
-pub(crate) async fn release_units(root: &Root, stale: &[&Unit], systemd: &dyn UnitEnablement, out: &mut ApplyOutcome) -> Result<()> {
+pub(crate) async fn release_units(
+    root: &Root,
+    stale: &[&Unit],
+    systemd: &dyn UnitEnablement,
+    out: &mut ApplyOutcome,
+) -> Result<()> {
     if stale.is_empty() {
         return Ok(());
     }

@@ -162,7 +162,8 @@ impl Root {
 
     /// `lstat` of `path` (a final symlink is not followed). `None` if it does not exist.
     pub fn lstat(&self, path: &Path) -> Result<Option<FileInfo>, RootError> {
-        let Some((parent, name)) = self.parent_optional(path).map_err(|e| e.with_op("lstat"))? else {
+        let Some((parent, name)) = self.parent_optional(path).map_err(|e| e.with_op("lstat"))?
+        else {
             return Ok(None);
         };
         match rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) {

@@ -55,7 +55,11 @@ pub fn go_mode_string(mode: u32) -> String {
 
 /// `%[1]v/%[1]d/%#[1]o` of a `FileMode`, as in `-rw-r--r--/420/0644`.
 pub fn go_mode_triple(mode: u32) -> String {
-    let octal = if mode == 0 { "0".to_string() } else { format!("0{mode:o}") };
+    let octal = if mode == 0 {
+        "0".to_string()
+    } else {
+        format!("0{mode:o}")
+    };
     format!("{}/{mode}/{octal}", go_mode_string(mode))
 }
 
@@ -74,7 +78,9 @@ pub fn go_quote(s: &str) -> String {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }

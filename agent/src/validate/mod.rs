@@ -58,7 +58,8 @@ fn check_config_file(root: &Root, file: &File, out: &mut Vec<Mismatch>) {
             path: file.path.clone(),
             unit: None,
             kind: MismatchKind::Append,
-            message: "found an append section when checking files. Append is not supported".to_string(),
+            message: "found an append section when checking files. Append is not supported"
+                .to_string(),
             expected: Facts {
                 mode: Some(octal(mode)),
                 ..Facts::default()
@@ -107,7 +108,14 @@ fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<
                 }
             }
         }
-        check_file(root, &path, unit_name, UNIT_FILE_MODE, contents.as_bytes(), out);
+        check_file(
+            root,
+            &path,
+            unit_name,
+            UNIT_FILE_MODE,
+            contents.as_bytes(),
+            out,
+        );
     }
     let path = format!("{SYSTEM_UNIT_DIR}/{}", unit.name);
     if unit.is_masked() {
@@ -117,7 +125,14 @@ fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<
     let Some(contents) = unit.contents.as_deref().filter(|c| !c.is_empty()) else {
         return;
     };
-    check_file(root, &path, unit_name, UNIT_FILE_MODE, contents.as_bytes(), out);
+    check_file(
+        root,
+        &path,
+        unit_name,
+        UNIT_FILE_MODE,
+        contents.as_bytes(),
+        out,
+    );
     if let Some(enabled) = unit.enabled {
         check_enablement(units, &path, &unit.name, enabled, out);
     }
@@ -157,7 +172,13 @@ fn check_mask(root: &Root, path: &str, unit: &str, out: &mut Vec<Mismatch>) {
     });
 }
 
-fn check_enablement(units: &OfflineUnits<'_>, path: &str, unit: &str, enabled: bool, out: &mut Vec<Mismatch>) {
+fn check_enablement(
+    units: &OfflineUnits<'_>,
+    path: &str,
+    unit: &str,
+    enabled: bool,
+    out: &mut Vec<Mismatch>,
+) {
     let state = match units.state(unit) {
         Ok(s) => s,
         Err(e) => {
@@ -165,7 +186,10 @@ fn check_enablement(units: &OfflineUnits<'_>, path: &str, unit: &str, enabled: b
                 path: path.to_string(),
                 unit: Some(unit.to_string()),
                 kind: MismatchKind::Unreadable,
-                message: format!("could not read enablement of unit {}: {e:#}", go_quote(unit)),
+                message: format!(
+                    "could not read enablement of unit {}: {e:#}",
+                    go_quote(unit)
+                ),
                 expected: Facts {
                     state: Some(format!("enabled={enabled}")),
                     ..Facts::default()
@@ -178,7 +202,10 @@ fn check_enablement(units: &OfflineUnits<'_>, path: &str, unit: &str, enabled: b
     let bad = if enabled {
         matches!(
             state,
-            UnitFileState::Disabled | UnitFileState::Masked | UnitFileState::MaskedRuntime | UnitFileState::NotFound
+            UnitFileState::Disabled
+                | UnitFileState::Masked
+                | UnitFileState::MaskedRuntime
+                | UnitFileState::NotFound
         )
     } else {
         state == UnitFileState::Enabled
@@ -207,7 +234,14 @@ fn check_enablement(units: &OfflineUnits<'_>, path: &str, unit: &str, enabled: b
 
 /// Compares the regular file at `path` with `expected` bytes and the exact `mode`, recording a
 /// mismatch for the mode and one for the contents when they differ.
-fn check_file(root: &Root, path: &str, unit: Option<&str>, mode: u32, expected: &[u8], out: &mut Vec<Mismatch>) {
+fn check_file(
+    root: &Root,
+    path: &str,
+    unit: Option<&str>,
+    mode: u32,
+    expected: &[u8],
+    out: &mut Vec<Mismatch>,
+) {
     let quoted = go_quote(path);
     let mismatch = |kind, message: String, found: Option<Facts>| Mismatch {
         path: path.to_string(),
@@ -225,13 +259,23 @@ fn check_file(root: &Root, path: &str, unit: Option<&str>, mode: u32, expected: 
                 go_mode_triple(mode),
                 go_mode_triple(go_file_mode(info.mode))
             );
-            out.push(mismatch(MismatchKind::Mode, message, found_facts(root, path)));
+            out.push(mismatch(
+                MismatchKind::Mode,
+                message,
+                found_facts(root, path),
+            ));
             return;
         }
         Err(e) => {
             let (kind, message) = match &e {
-                RootError::Io { op: "lstat", .. } => (MismatchKind::Missing, format!("could not stat file {quoted}: {e}")),
-                _ => (MismatchKind::Unreadable, format!("could not read file {quoted}: {e}")),
+                RootError::Io { op: "lstat", .. } => (
+                    MismatchKind::Missing,
+                    format!("could not stat file {quoted}: {e}"),
+                ),
+                _ => (
+                    MismatchKind::Unreadable,
+                    format!("could not read file {quoted}: {e}"),
+                ),
             };
             out.push(mismatch(kind, message, None));
             return;
@@ -239,7 +283,10 @@ fn check_file(root: &Root, path: &str, unit: Option<&str>, mode: u32, expected: 
     };
     let mut contents = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
     if let Err(e) = file.read_to_end(&mut contents) {
-        let message = format!("could not read file {quoted}: read {path}: {}", go_error_text(&e));
+        let message = format!(
+            "could not read file {quoted}: read {path}: {}",
+            go_error_text(&e)
+        );
         out.push(mismatch(MismatchKind::Unreadable, message, None));
         return;
     }
@@ -254,7 +301,11 @@ fn check_file(root: &Root, path: &str, unit: Option<&str>, mode: u32, expected: 
         out.push(mismatch(MismatchKind::Mode, message, found()));
     }
     if contents != expected {
-        out.push(mismatch(MismatchKind::Content, format!("content mismatch for file {quoted}"), found()));
+        out.push(mismatch(
+            MismatchKind::Content,
+            format!("content mismatch for file {quoted}"),
+            found(),
+        ));
     }
 }
 

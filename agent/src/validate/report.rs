@@ -72,7 +72,7 @@ impl Facts {
             parts.push(format!("mode {m}"));
         }
         if let Some(s) = self.size {
-            parts.push(format!("{s} bytes"));
+            parts.push(format!("{s} byte{}", if s == 1 { "" } else { "s" }));
         }
         if let Some(h) = &self.sha256 {
             parts.push(format!("sha256 {h}"));
@@ -83,7 +83,11 @@ impl Facts {
         if let Some(s) = &self.state {
             parts.push(s.clone());
         }
-        if parts.is_empty() { "nothing".to_string() } else { parts.join(", ") }
+        if parts.is_empty() {
+            "nothing".to_string()
+        } else {
+            parts.join(", ")
+        }
     }
 }
 
@@ -108,8 +112,17 @@ pub struct Mismatch {
 impl Mismatch {
     /// The message followed by expected and found facts.
     pub fn detail_line(&self) -> String {
-        let found = self.found.as_ref().map(Facts::describe).unwrap_or_else(|| "nothing".to_string());
-        format!("{} (expected: {}; found: {})", self.message, self.expected.describe(), found)
+        let found = self
+            .found
+            .as_ref()
+            .map(Facts::describe)
+            .unwrap_or_else(|| "nothing".to_string());
+        format!(
+            "{} (expected: {}; found: {})",
+            self.message,
+            self.expected.describe(),
+            found
+        )
     }
 }
 
@@ -130,9 +143,12 @@ impl ValidationReport {
 
     /// The error the MCD would report (its first mismatch, wrapped), if any.
     pub fn mcd_error(&self) -> Option<String> {
-        self.mismatches
-            .first()
-            .map(|m| format!("unexpected on-disk state validating against {}: {}", self.config, m.message))
+        self.mismatches.first().map(|m| {
+            format!(
+                "unexpected on-disk state validating against {}: {}",
+                self.config, m.message
+            )
+        })
     }
 
     /// The text report: the MCD-compatible line, then one detailed line per mismatch.

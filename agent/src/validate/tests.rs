@@ -41,7 +41,12 @@ fn matching_root() -> tempfile::TempDir {
     write(r, "/etc/b.conf", "secret\n", 0o600);
     let unit = "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n";
     write(r, "/etc/systemd/system/x.service", unit, 0o644);
-    write(r, "/etc/systemd/system/x.service.d/10-a.conf", "[Service]\nNice=1\n", 0o644);
+    write(
+        r,
+        "/etc/systemd/system/x.service.d/10-a.conf",
+        "[Service]\nNice=1\n",
+        0o644,
+    );
     write(r, "/etc/systemd/system/off.service", unit, 0o644);
     fs::create_dir_all(r.join("etc/systemd/system/multi-user.target.wants")).unwrap();
     symlink(
@@ -72,69 +77,130 @@ fn matching_root_is_ok() {
 fn each_drift_gives_the_mcd_message() {
     type Breaker = fn(&Path);
     let cases: &[(&str, Breaker, &[&str])] = &[
-        ("missing file", |r| fs::remove_file(r.join("etc/a.conf")).unwrap(), &[
-            r#"could not stat file "/etc/a.conf": lstat /etc/a.conf: no such file or directory"#,
-        ]),
-        ("mode", |r| fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o755)).unwrap(), &[
-            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rwxr-xr-x/493/0755"#,
-        ]),
-        ("content", |r| fs::write(r.join("etc/b.conf"), "public\n").unwrap(), &[
-            r#"content mismatch for file "/etc/b.conf""#,
-        ]),
-        ("mode and content", |r| {
-            fs::write(r.join("etc/a.conf"), "x").unwrap();
-            fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o600)).unwrap();
-        }, &[
-            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rw-------/384/0600"#,
-            r#"content mismatch for file "/etc/a.conf""#,
-        ]),
-        ("symlink instead of file", |r| {
-            fs::remove_file(r.join("etc/a.conf")).unwrap();
-            symlink("/etc/b.conf", r.join("etc/a.conf")).unwrap();
-        }, &[
-            r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: Lrwxrwxrwx/134218239/01000000777"#,
-        ]),
-        ("parent is a file", |r| {
-            fs::remove_dir_all(r.join("etc/systemd/system/x.service.d")).unwrap();
-            fs::write(r.join("etc/systemd/system/x.service.d"), "").unwrap();
-        }, &[
-            r#"could not stat file "/etc/systemd/system/x.service.d/10-a.conf": lstat /etc/systemd/system/x.service.d/10-a.conf: not a directory"#,
-            r#"stat /etc/systemd/system/x.service.d/20-empty.conf: not a directory"#,
-        ]),
-        ("dropin content", |r| fs::write(r.join("etc/systemd/system/x.service.d/10-a.conf"), "").unwrap(), &[
-            r#"content mismatch for file "/etc/systemd/system/x.service.d/10-a.conf""#,
-        ]),
-        ("empty dropin present with content", |r| {
-            fs::write(r.join("etc/systemd/system/x.service.d/20-empty.conf"), "x").unwrap();
-        }, &[
-            r#"content mismatch for file "/etc/systemd/system/x.service.d/20-empty.conf""#,
-        ]),
-        ("unit disabled", |r| fs::remove_file(r.join("etc/systemd/system/multi-user.target.wants/x.service")).unwrap(), &[
-            r#"unit "x.service" expected enabled=true, but systemd reports "disabled""#,
-        ]),
-        ("unit enabled", |r| symlink("/etc/systemd/system/off.service", r.join("etc/systemd/system/multi-user.target.wants/off.service")).unwrap(), &[
-            r#"unit "off.service" expected enabled=false, but systemd reports "enabled""#,
-        ]),
-        ("mask is a file", |r| {
-            fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
-            fs::write(r.join("etc/systemd/system/m.service"), "").unwrap();
-        }, &[
-            r#"state validation: invalid unit masked setting. path: "/etc/systemd/system/m.service"; expected: /dev/null; received: /etc/systemd/system/m.service"#,
-        ]),
-        ("mask missing", |r| fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap(), &[
-            r#"state validation: error while evaluation symlink for path "/etc/systemd/system/m.service": lstat /etc/systemd/system/m.service: no such file or directory"#,
-        ]),
-        ("mask via relative chain", |r| {
-            fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
-            symlink("../../../dev/null", r.join("etc/systemd/system/m.service")).unwrap();
-        }, &[]),
-        ("skipped file may drift", |r| write(r, "/etc/kubernetes/kubelet-ca.crt", "other", 0o600), &[]),
+        (
+            "missing file",
+            |r| fs::remove_file(r.join("etc/a.conf")).unwrap(),
+            &[r#"could not stat file "/etc/a.conf": lstat /etc/a.conf: no such file or directory"#],
+        ),
+        (
+            "mode",
+            |r| {
+                fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o755))
+                    .unwrap()
+            },
+            &[
+                r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rwxr-xr-x/493/0755"#,
+            ],
+        ),
+        (
+            "content",
+            |r| fs::write(r.join("etc/b.conf"), "public\n").unwrap(),
+            &[r#"content mismatch for file "/etc/b.conf""#],
+        ),
+        (
+            "mode and content",
+            |r| {
+                fs::write(r.join("etc/a.conf"), "x").unwrap();
+                fs::set_permissions(r.join("etc/a.conf"), fs::Permissions::from_mode(0o600))
+                    .unwrap();
+            },
+            &[
+                r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rw-------/384/0600"#,
+                r#"content mismatch for file "/etc/a.conf""#,
+            ],
+        ),
+        (
+            "symlink instead of file",
+            |r| {
+                fs::remove_file(r.join("etc/a.conf")).unwrap();
+                symlink("/etc/b.conf", r.join("etc/a.conf")).unwrap();
+            },
+            &[
+                r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: Lrwxrwxrwx/134218239/01000000777"#,
+            ],
+        ),
+        (
+            "parent is a file",
+            |r| {
+                fs::remove_dir_all(r.join("etc/systemd/system/x.service.d")).unwrap();
+                fs::write(r.join("etc/systemd/system/x.service.d"), "").unwrap();
+            },
+            &[
+                r#"could not stat file "/etc/systemd/system/x.service.d/10-a.conf": lstat /etc/systemd/system/x.service.d/10-a.conf: not a directory"#,
+                r#"stat /etc/systemd/system/x.service.d/20-empty.conf: not a directory"#,
+            ],
+        ),
+        (
+            "dropin content",
+            |r| fs::write(r.join("etc/systemd/system/x.service.d/10-a.conf"), "").unwrap(),
+            &[r#"content mismatch for file "/etc/systemd/system/x.service.d/10-a.conf""#],
+        ),
+        (
+            "empty dropin present with content",
+            |r| {
+                fs::write(r.join("etc/systemd/system/x.service.d/20-empty.conf"), "x").unwrap();
+            },
+            &[r#"content mismatch for file "/etc/systemd/system/x.service.d/20-empty.conf""#],
+        ),
+        (
+            "unit disabled",
+            |r| {
+                fs::remove_file(r.join("etc/systemd/system/multi-user.target.wants/x.service"))
+                    .unwrap()
+            },
+            &[r#"unit "x.service" expected enabled=true, but systemd reports "disabled""#],
+        ),
+        (
+            "unit enabled",
+            |r| {
+                symlink(
+                    "/etc/systemd/system/off.service",
+                    r.join("etc/systemd/system/multi-user.target.wants/off.service"),
+                )
+                .unwrap()
+            },
+            &[r#"unit "off.service" expected enabled=false, but systemd reports "enabled""#],
+        ),
+        (
+            "mask is a file",
+            |r| {
+                fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
+                fs::write(r.join("etc/systemd/system/m.service"), "").unwrap();
+            },
+            &[
+                r#"state validation: invalid unit masked setting. path: "/etc/systemd/system/m.service"; expected: /dev/null; received: /etc/systemd/system/m.service"#,
+            ],
+        ),
+        (
+            "mask missing",
+            |r| fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap(),
+            &[
+                r#"state validation: error while evaluation symlink for path "/etc/systemd/system/m.service": lstat /etc/systemd/system/m.service: no such file or directory"#,
+            ],
+        ),
+        (
+            "mask via relative chain",
+            |r| {
+                fs::remove_file(r.join("etc/systemd/system/m.service")).unwrap();
+                symlink("../../../dev/null", r.join("etc/systemd/system/m.service")).unwrap();
+            },
+            &[],
+        ),
+        (
+            "skipped file may drift",
+            |r| write(r, "/etc/kubernetes/kubelet-ca.crt", "other", 0o600),
+            &[],
+        ),
     ];
     for (name, breaker, want) in cases {
         let dir = matching_root();
         breaker(dir.path());
         let report = run(&dir);
-        let got: Vec<&str> = report.mismatches.iter().map(|m| m.message.as_str()).collect();
+        let got: Vec<&str> = report
+            .mismatches
+            .iter()
+            .map(|m| m.message.as_str())
+            .collect();
         assert_eq!(&got, want, "case {name}");
     }
 }
@@ -167,7 +233,10 @@ fn report_lists_every_mismatch_with_facts_and_no_contents() {
         )
     );
     let json = serde_json::to_string(&report.mismatches).unwrap();
-    assert!(!json.contains("secret\\n") && !json.contains("leaked"), "{json}");
+    assert!(
+        !json.contains("secret\\n") && !json.contains("leaked"),
+        "{json}"
+    );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[1]["kind"], "content");
     assert_eq!(v[1]["found"]["size"], 20);

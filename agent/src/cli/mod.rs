@@ -1,0 +1,61 @@
+//! The `mco-agent` command line: one module per subcommand. To add one, add a variant to
+//! [`Command`] (its doc comment is the help text), a module with an `Args` struct and a `run`
+//! function, and a match arm in [`run`].
+
+pub mod validate;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Exit code of a failed command (bad input, I/O error, refusal).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code of `validate` when the disk does not match.
+pub const EXIT_MISMATCH: u8 = 1;
+
+/// Node agent for MachineConfigs on ostree-based nodes.
+#[derive(Debug, Parser)]
+#[command(name = "mco-agent", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the on-disk state against a config: exit 0 when it matches, 1 with every mismatch.
+    Validate(validate::Args),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Validate(args) => validate::run(&args),
+    }
+}
+
+/// The binary's entry point: parse, log to stderr, run, and print a failure as one line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Plain `tracing` output on stderr; level from `RUST_LOG` (default `warn`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

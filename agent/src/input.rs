@@ -1,0 +1,117 @@
+//! Reading a config given on the command line: a MachineConfig (YAML or JSON) or a bare Ignition
+//! config of any supported spec, into a MachineConfig (a bare config is wrapped, named after the
+//! file), and the MachineConfig recorded in a root (`currentconfig`).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use machine_config::document::parse_value;
+use machine_config::{Config, MachineConfig, MachineConfigSpec, ParsedConfig};
+use serde_json::Value;
+
+use crate::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
+
+/// Where the applied MachineConfig is recorded, inside the root.
+pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
+
+/// A config read from a file.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The MachineConfig (a bare Ignition config wrapped in one).
+    pub machine_config: MachineConfig,
+    /// Its Ignition config in the internal form.
+    pub ignition: Config,
+    /// JSON-path prefix of the Ignition config in the file: `$.spec.config` or `$`.
+    pub field_prefix: &'static str,
+}
+
+impl LoadedConfig {
+    /// Reads `bytes` (from `path`, used for messages and to name a bare Ignition config).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let value = parse_value(bytes)?;
+        let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
+        if is_mc {
+            let mc = MachineConfig::from_value(value)?;
+            let ignition = mc.ignition()?;
+            return Ok(LoadedConfig {
+                machine_config: mc,
+                ignition,
+                field_prefix: "$.spec.config",
+            });
+        }
+        if value.get("ignition").is_none() {
+            anyhow::bail!(
+                "$: neither a MachineConfig (no kind/apiVersion) nor an Ignition config (no ignition section)"
+            );
+        }
+        let parsed = ParsedConfig::from_value(value.clone())?;
+        for warning in &parsed.warnings {
+            tracing::warn!(%warning, "ignored in the config");
+        }
+        let name = name_for(path);
+        let mc = MachineConfig::new(
+            name,
+            MachineConfigSpec {
+                config: Some(value),
+                ..MachineConfigSpec::default()
+            },
+        );
+        Ok(LoadedConfig {
+            machine_config: mc,
+            ignition: parsed.config,
+            field_prefix: "$",
+        })
+    }
+
+    /// Reads the file at `path`; errors name the file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::from_bytes(path, &bytes).with_context(|| format!("{}", path.display()))
+    }
+
+    /// An empty MachineConfig (what a root holds before anything was applied).
+    pub fn empty() -> Self {
+        LoadedConfig {
+            machine_config: MachineConfig::new(String::new(), MachineConfigSpec::default()),
+            ignition: Config::empty(),
+            field_prefix: "$",
+        }
+    }
+}
+
+/// Name of a MachineConfig wrapping a bare Ignition config: the file name without extension.
+fn name_for(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "ignition".to_string())
+}
+
+/// The MachineConfig recorded in `root`, or `None` if nothing was applied yet.
+pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
+    let path = Path::new(CURRENT_CONFIG);
+    let Some(bytes) = root.read(path)? else {
+        return Ok(None);
+    };
+    let value: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
+    let mc = MachineConfig::from_value(value)
+        .with_context(|| root.host_path(path).display().to_string())?;
+    let ignition = mc.ignition()?;
+    Ok(Some(LoadedConfig {
+        machine_config: mc,
+        ignition,
+        field_prefix: "$.spec.config",
+    }))
+}
+
+/// Records `mc` as the applied config (compact JSON, atomic, 0644).
+pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
+    root.write_atomic(
+        Path::new(CURRENT_CONFIG),
+        mc.to_json().as_bytes(),
+        DEFAULT_FILE_MODE,
+        Owner::ROOT,
+    )?;
+    Ok(())
+}
