@@ -17,23 +17,44 @@
 //!   [`MachineConfig::to_json`] writes it back (the agent's `currentconfig`).
 //! - [`MachineConfigPool`] and [`MachineConfiguration`] (node disruption policies).
 //!
+//! # Updates
+//! - [`reconcile`]`(old, new, arch)`: the MCD's in-place rules and reason strings
+//!   ([`Unreconcilable`] displays as `can't reconcile config A with B: ...`).
+//! - [`Plan::new`]`(old, new, &PolicyOptions)`: files/units added/changed/removed, passwd, OS
+//!   update, kernel type, extension packages, FIPS, the `rpm-ostree kargs` argv ([`kargs`]),
+//!   node-disruption [`Action`]s (default policy table merged with user policies, [`policy`]),
+//!   drain (with the registries.conf analysis, [`registries`]) and reboot. It serializes to the
+//!   `diff --json` shape.
+//! - [`legacy_action`]: the first-boot (no policy) calculation.
+//!
 //! Errors: [`ParseError`] (every message names the field as a JSON path), [`DecodeError`]
 //! (names the file).
 
 pub mod contents;
 pub mod dataurl;
+pub mod diff;
 pub mod document;
 pub mod error;
+pub mod extensions;
 pub mod ignition;
+pub mod kargs;
 pub mod machineconfig;
 pub mod machineconfiguration;
+pub mod plan;
+pub mod policy;
 pub mod pool;
+pub mod reconcile;
+pub mod registries;
 
 pub use contents::DecodeError;
+pub use diff::{Changes, ConfigDiff};
 pub use error::{Issue, ParseError};
 pub use ignition::{
     Config, Directory, Dropin, File, Link, ParsedConfig, Resource, SpecVersion, Unit, validate,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use machineconfiguration::{MachineConfiguration, NodeDisruptionPolicy};
+pub use plan::{Plan, PlanError, PolicyOptions};
+pub use policy::{Action, LegacyAction, legacy_action};
 pub use pool::MachineConfigPool;
+pub use reconcile::{ReconcileOptions, Unreconcilable, reconcile, reconcile_with};

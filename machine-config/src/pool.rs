@@ -151,27 +151,31 @@ impl MachineConfigPool {
     }
 
     /// Whether the pool's `machineConfigSelector` selects a MachineConfig with these labels
-    /// (a missing selector selects nothing).
+    /// (a missing or empty selector selects nothing, as in the MCO).
     pub fn selects_machine_config(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.spec
-            .machine_config_selector
-            .as_ref()
-            .is_some_and(|s| selector_matches(s, labels))
+        pool_selects(self.spec.machine_config_selector.as_ref(), labels)
     }
 
-    /// Whether the pool's `nodeSelector` selects a node with these labels (a missing selector
-    /// selects nothing).
+    /// Whether the pool's `nodeSelector` selects a node with these labels (a missing or empty
+    /// selector selects nothing, as in the MCO).
     pub fn selects_node(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.spec
-            .node_selector
-            .as_ref()
-            .is_some_and(|s| selector_matches(s, labels))
+        pool_selects(self.spec.node_selector.as_ref(), labels)
     }
 
     /// Serializes to compact JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| unreachable_json(&e))
     }
+}
+
+fn pool_selects(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    sel.is_some_and(|s| !selector_is_empty(s) && selector_matches(s, labels))
+}
+
+/// A selector with no requirements.
+pub fn selector_is_empty(sel: &LabelSelector) -> bool {
+    sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+        && sel.match_expressions.as_ref().is_none_or(Vec::is_empty)
 }
 
 fn parse_percent(s: &str) -> Option<u32> {

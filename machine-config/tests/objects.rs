@@ -332,3 +332,17 @@ fn machine_configuration_policies() {
          $.spec.nodeDisruptionPolicy.sshkey.actions.0.type: unknown action type \"Explode\"; expected one of Reboot, Drain, Reload, Restart, DaemonReload, None, Special"
     );
 }
+
+#[test]
+fn empty_pool_selectors_select_nothing() {
+    let empty = POOL.replace(
+        "  nodeSelector:\n    matchExpressions:\n    - key: node-role.kubernetes.io/worker\n      operator: Exists\n    - key: node-role.kubernetes.io/infra\n      operator: DoesNotExist\n",
+        "  nodeSelector: {}\n",
+    );
+    let pool = MachineConfigPool::from_slice(empty.as_bytes()).unwrap();
+    assert!(!pool.selects_node(&labels(&[("node-role.kubernetes.io/worker", "")])));
+    assert!(machine_config::pool::selector_matches(
+        &Default::default(),
+        &labels(&[("a", "b")])
+    ));
+}
