@@ -27,6 +27,36 @@
 //!   `diff --json` shape.
 //! - [`legacy_action`]: the first-boot (no policy) calculation.
 //!
+//! ```
+//! use machine_config::{MachineConfig, Plan, PolicyOptions};
+//!
+//! let old = MachineConfig::from_slice(br#"
+//! apiVersion: machineconfiguration.openshift.io/v1
+//! kind: MachineConfig
+//! metadata: {name: rendered-worker-1}
+//! spec:
+//!   config: {ignition: {version: 3.2.0}}
+//! "#)?;
+//! let new = MachineConfig::from_slice(br#"
+//! apiVersion: machineconfiguration.openshift.io/v1
+//! kind: MachineConfig
+//! metadata: {name: rendered-worker-2}
+//! spec:
+//!   config:
+//!     ignition: {version: 2.2.0}
+//!     storage:
+//!       files:
+//!       - {filesystem: root, path: /etc/containers/policy.json, mode: 0644,
+//!          contents: {source: "data:,%7B%7D"}}
+//! "#)?;
+//! let file = &new.ignition()?.storage.files[0];
+//! assert_eq!((file.mode, file.decoded_contents()?), (Some(0o644), b"{}".to_vec()));
+//! let plan = Plan::new(&old, &new, &PolicyOptions::default())?;
+//! assert!(plan.reconcilable && !plan.reboot && !plan.drain);
+//! assert!(plan.to_json().contains(r#""actions":[{"type":"Reload","unit":"crio.service"}]"#));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Errors: [`ParseError`] (every message names the field as a JSON path), [`DecodeError`]
 //! (names the file).
 

@@ -408,3 +408,15 @@ fn spec_2_2_refusals() {
         );
     }
 }
+
+#[test]
+fn spec_2_2_unknown_keys_are_warnings() {
+    let p = parse(
+        json!({"ignition": {"version": "2.2.0"}, "storage": {"files": [
+        {"filesystem": "root", "path": "/f", "contents": {"source": "data:,x"}, "label": "x"}]}}),
+    )
+    .unwrap();
+    let w: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(w, ["$.storage.files.0.label: unused key label"]);
+    assert_eq!(p.config.storage.files[0].decoded_contents().unwrap(), b"x");
+}
