@@ -12,6 +12,7 @@
 pub mod apply;
 pub mod cli;
 pub mod input;
+pub mod once;
 pub mod rootfs;
 pub mod units;
 pub mod validate;

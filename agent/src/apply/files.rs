@@ -9,29 +9,24 @@ use super::prepare::{PreparedDir, PreparedFile, PreparedLink};
 use crate::rootfs::{Opened, Owner, Root, RootError};
 
 /// Writes `file` unless the disk already holds exactly it; keeps the original first.
-pub(crate) fn write_file(
-    root: &Root,
-    file: &PreparedFile,
-    out: &mut ApplyOutcome,
-) -> Result<(), RootError> {
+pub(crate) fn write_file(root: &Root, file: &PreparedFile, out: &mut ApplyOutcome) -> Result<(), RootError> {
     backup::record_original(root, &file.path)?;
-    write_if_different(root, file, out)
+    if write_if_different(root, file)? {
+        out.files_written.push(file.path.display().to_string());
+    } else {
+        out.files_unchanged += 1;
+    }
+    Ok(())
 }
 
-/// Writes `file` unless the disk already holds exactly it (no backup).
-pub(crate) fn write_if_different(
-    root: &Root,
-    file: &PreparedFile,
-    out: &mut ApplyOutcome,
-) -> Result<(), RootError> {
+/// Writes `file` unless the disk already holds exactly it (no backup). Returns whether it wrote.
+pub(crate) fn write_if_different(root: &Root, file: &PreparedFile) -> Result<bool, RootError> {
     if holds(root, &file.path, &file.contents, file.mode, file.owner)? {
-        out.files_unchanged += 1;
-        return Ok(());
+        return Ok(false);
     }
     root.write_atomic(&file.path, &file.contents, file.mode, file.owner)?;
     tracing::info!(path = %file.path.display(), mode = format!("{:04o}", file.mode), "wrote file");
-    out.files_written.push(file.path.display().to_string());
-    Ok(())
+    Ok(true)
 }
 
 /// Writes a unit file or drop-in (mode 0644, root) unless it is already there; keeps the

@@ -60,9 +60,7 @@ pub(crate) fn write_passwd(
         mode: KEYS_MODE,
         owner,
     };
-    let before = out.files_written.len();
-    files::write_if_different(root, &keys, out).context("writing SSH keys of core")?;
-    out.ssh_keys_written = out.files_written.len() > before;
+    out.ssh_keys_written = files::write_if_different(root, &keys).context("writing SSH keys of core")?;
 
     match shadow::password_hash(root, &core.name)? {
         None => out

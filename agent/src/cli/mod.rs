@@ -2,6 +2,8 @@
 //! [`Command`] (its doc comment is the help text), a module with an `Args` struct and a `run`
 //! function, and a match arm in [`run`].
 
+pub mod diff;
+pub mod once_from;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -13,6 +15,8 @@ use clap::{Parser, Subcommand};
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code of `validate` when the disk does not match.
 pub const EXIT_MISMATCH: u8 = 1;
+/// Exit code of `diff` and `once-from` when the change is not reconcilable.
+pub const EXIT_UNRECONCILABLE: u8 = 2;
 
 /// Node agent for MachineConfigs on ostree-based nodes.
 #[derive(Debug, Parser)]
@@ -26,14 +30,20 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Apply a MachineConfig (YAML or JSON) or an Ignition config (any spec) without a cluster.
+    OnceFrom(once_from::Args),
     /// Check the on-disk state against a config: exit 0 when it matches, 1 with every mismatch.
     Validate(validate::Args),
+    /// Show the update plan from OLD to NEW: exit 0 when reconcilable, 2 with the reason when not.
+    Diff(diff::Args),
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::OnceFrom(args) => once_from::run(&args),
         Command::Validate(args) => validate::run(&args),
+        Command::Diff(args) => diff::run(&args),
     }
 }
 

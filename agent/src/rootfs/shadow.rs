@@ -22,14 +22,15 @@ pub fn password_hash(root: &Root, user: &str) -> Result<Option<String>, RootErro
     }))
 }
 
-/// Sets the hash field of `user` to `hash`. Returns whether the file changed. A user without an
-/// entry is an error (`usermod` fails the same way).
+/// Sets the hash field of `user` to `hash` and, when it changes, the last-change date to today
+/// (as `usermod -p` does). Returns whether the file changed. A user without an entry is an error
+/// (`usermod` fails the same way).
 pub fn set_password_hash(root: &Root, user: &str, hash: &str) -> Result<bool, RootError> {
     let path = Path::new(SHADOW);
     let text = root
         .read_to_string(path)?
         .ok_or_else(|| RootError::io("open", path, Errno::NOENT))?;
-    let (updated, found, changed) = replace_hash(&text, user, hash);
+    let (updated, found, changed) = replace_hash(&text, user, hash, days_since_epoch());
     if !found {
         return Err(RootError::io(
             "usermod",
@@ -51,8 +52,18 @@ pub fn set_password_hash(root: &Root, user: &str, hash: &str) -> Result<bool, Ro
     Ok(true)
 }
 
-/// Rewrites `text` with `user`'s second field set to `hash`: (new text, user found, changed).
-fn replace_hash(text: &str, user: &str, hash: &str) -> (String, bool, bool) {
+/// Days since 1970-01-01, the unit of shadow's last-change field.
+fn days_since_epoch() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    (secs / 86_400).to_string()
+}
+
+/// Rewrites `text` with `user`'s second field set to `hash` (and the third, the last change, to
+/// `today` when the hash changes): (new text, user found, changed).
+fn replace_hash(text: &str, user: &str, hash: &str, today: String) -> (String, bool, bool) {
     let mut found = false;
     let mut changed = false;
     let mut out = String::with_capacity(text.len() + hash.len());
@@ -67,6 +78,9 @@ fn replace_hash(text: &str, user: &str, hash: &str) -> (String, bool, bool) {
             if fields[1] != hash {
                 changed = true;
                 fields[1] = hash;
+                if fields.len() >= 3 {
+                    fields[2] = &today;
+                }
             }
             out.push_str(&fields.join(":"));
         } else {
@@ -85,15 +99,15 @@ mod tests {
     #[test]
     fn replaces_only_the_hash_field_of_the_user() {
         let text = "root:*:19000:0:99999:7:::\ncore:!!:19000:0:99999:7:::\ncoreos:x:1::::::";
-        let (out, found, changed) = replace_hash(text, "core", "$6$salt$hash");
+        let (out, found, changed) = replace_hash(text, "core", "$6$salt$hash", "20000".into());
         assert!(found && changed);
         assert_eq!(
             out,
-            "root:*:19000:0:99999:7:::\ncore:$6$salt$hash:19000:0:99999:7:::\ncoreos:x:1::::::"
+            "root:*:19000:0:99999:7:::\ncore:$6$salt$hash:20000:0:99999:7:::\ncoreos:x:1::::::"
         );
-        let (_, found, changed) = replace_hash(&out, "core", "$6$salt$hash");
+        let (_, found, changed) = replace_hash(&out, "core", "$6$salt$hash", "20001".into());
         assert!(found && !changed);
-        let (_, found, _) = replace_hash(text, "nobody", "x");
+        let (_, found, _) = replace_hash(text, "nobody", "x", "1".into());
         assert!(!found);
     }
 
@@ -108,7 +122,7 @@ mod tests {
         assert!(set_password_hash(&root, "core", "$6$x$y").unwrap());
         assert_eq!(
             std::fs::read_to_string(&shadow).unwrap(),
-            "core:$6$x$y:1:0:99999:7:::\n"
+            format!("core:$6$x$y:{}:0:99999:7:::\n", days_since_epoch())
         );
         assert_eq!(
             std::fs::metadata(&shadow).unwrap().permissions().mode() & 0o7777,
