@@ -63,18 +63,30 @@ pub enum OnceFromError {
 }
 
 /// Applies `desired` to `root`.
-pub async fn once_from(root: &Root, desired: &LoadedConfig, opts: &OnceFromOptions) -> Result<OnceFromReport, OnceFromError> {
+pub async fn once_from(
+    root: &Root,
+    desired: &LoadedConfig,
+    opts: &OnceFromOptions,
+) -> Result<OnceFromReport, OnceFromError> {
     let current = input::read_current(root)?;
     let first = current.is_none();
     let (old_mc, old_ign) = match &current {
         Some(c) => (c.machine_config.clone(), c.ignition.clone()),
-        None => (first_application_baseline(&desired.machine_config), machine_config::Config::empty()),
+        None => (
+            first_application_baseline(&desired.machine_config),
+            machine_config::Config::empty(),
+        ),
     };
     let policy = PolicyOptions {
-        arch: if opts.arch.is_empty() { std::env::consts::ARCH.to_string() } else { opts.arch.clone() },
+        arch: if opts.arch.is_empty() {
+            std::env::consts::ARCH.to_string()
+        } else {
+            opts.arch.clone()
+        },
         ..PolicyOptions::default()
     };
-    let plan = Plan::new(&old_mc, &desired.machine_config, &policy).context("planning the update")?;
+    let plan =
+        Plan::new(&old_mc, &desired.machine_config, &policy).context("planning the update")?;
     if let Some(reason) = &plan.reason {
         return Err(OnceFromError::Unreconcilable(reason.clone()));
     }
@@ -83,7 +95,8 @@ pub async fn once_from(root: &Root, desired: &LoadedConfig, opts: &OnceFromOptio
         (desired.machine_config.clone(), plan)
     } else if opts.skip_os {
         let recorded = with_os_of(&desired.machine_config, &old_mc);
-        let plan = Plan::new(&old_mc, &recorded, &policy).context("planning the update without OS changes")?;
+        let plan = Plan::new(&old_mc, &recorded, &policy)
+            .context("planning the update without OS changes")?;
         (recorded, plan)
     } else {
         return Err(OnceFromError::Failed(anyhow::anyhow!(
@@ -102,7 +115,11 @@ pub async fn once_from(root: &Root, desired: &LoadedConfig, opts: &OnceFromOptio
     let units = OfflineUnits::new(root);
     let outcome = match apply(root, &old_ign, &desired.ignition, &options, &units).await {
         Ok(o) => o,
-        Err(ApplyError::Write(e)) => return Err(OnceFromError::Apply(roll_back(root, &old_ign, desired, &units, e).await)),
+        Err(ApplyError::Write(e)) => {
+            return Err(OnceFromError::Apply(
+                roll_back(root, &old_ign, desired, &units, e).await,
+            ));
+        }
         Err(e) => return Err(OnceFromError::Failed(e.into())),
     };
     input::write_current(root, &recorded).context("recording the applied config")?;
@@ -129,7 +146,10 @@ async fn roll_back(
         first_application: false,
     };
     match apply(root, &desired.ignition, old_ign, &options, units).await {
-        Ok(_) => format!("applying {} failed and was rolled back: {cause:#}", desired.machine_config.name()),
+        Ok(_) => format!(
+            "applying {} failed and was rolled back: {cause:#}",
+            desired.machine_config.name()
+        ),
         Err(e) => format!(
             "applying {} failed: {cause:#}; rolling back failed too, the root is partly updated: {e}",
             desired.machine_config.name()
@@ -141,13 +161,23 @@ async fn roll_back(
 fn os_changes(plan: &Plan, old: &MachineConfig, new: &MachineConfig) -> Vec<String> {
     let mut out = Vec::new();
     if plan.os_update {
-        out.push(format!("osImageURL {:?} -> {:?}", old.spec.os_image_url, new.spec.os_image_url));
+        out.push(format!(
+            "osImageURL {:?} -> {:?}",
+            old.spec.os_image_url, new.spec.os_image_url
+        ));
     }
     if !plan.kargs.is_empty() {
-        out.push(format!("kernel arguments: rpm-ostree kargs {}", plan.kargs.join(" ")));
+        out.push(format!(
+            "kernel arguments: rpm-ostree kargs {}",
+            plan.kargs.join(" ")
+        ));
     }
     if plan.kernel_type {
-        out.push(format!("kernelType {:?} -> {:?}", old.kernel_type(), new.kernel_type()));
+        out.push(format!(
+            "kernelType {:?} -> {:?}",
+            old.kernel_type(),
+            new.kernel_type()
+        ));
     }
     if !plan.extensions.install.is_empty() || !plan.extensions.uninstall.is_empty() {
         out.push(format!(

@@ -35,7 +35,9 @@ fn ignored(path: &str) -> bool {
         "etc/systemd/system-preset",
         "etc/systemd/system-preset/20-ignition.preset",
     ];
-    EXACT.contains(&path) || path == "etc/machine-config-daemon" || path.starts_with("etc/machine-config-daemon/")
+    EXACT.contains(&path)
+        || path == "etc/machine-config-daemon"
+        || path.starts_with("etc/machine-config-daemon/")
 }
 
 /// A root both tools start from: the seeded user database, a pre-existing file to overwrite,
@@ -43,8 +45,16 @@ fn ignored(path: &str) -> bool {
 fn fresh_root(dir: &Path) {
     seed_root(dir);
     fs::create_dir_all(dir.join("etc/selinux")).unwrap();
-    fs::write(dir.join("etc/selinux/config"), "SELINUX=disabled\nSELINUXTYPE=targeted\n").unwrap();
-    fs::write(dir.join("etc/chrony.conf"), "pool 2.debian.pool.ntp.org iburst\n").unwrap();
+    fs::write(
+        dir.join("etc/selinux/config"),
+        "SELINUX=disabled\nSELINUXTYPE=targeted\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("etc/chrony.conf"),
+        "pool 2.debian.pool.ntp.org iburst\n",
+    )
+    .unwrap();
     fs::write(dir.join("etc/motd"), "vendor motd\n").unwrap();
     fs::create_dir_all(dir.join("usr/share/zoneinfo")).unwrap();
     fs::write(dir.join("usr/share/zoneinfo/UTC"), "TZif2").unwrap();
@@ -73,12 +83,38 @@ fn run_ignition(config: &Path, root: &Path, work: &Path) {
         .env("IGNITION_CONFIG_FILE", config)
         .output()
         .expect("run ignition fetch-offline");
-    assert!(out.status.success(), "ignition fetch-offline on {}: {}", config.display(), String::from_utf8_lossy(&out.stdout));
-    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
-    let out = common("files").env("PATH", path).output().expect("run ignition files");
-    assert!(out.status.success(), "ignition files on {}: {}", config.display(), String::from_utf8_lossy(&out.stdout));
-    let preset = Command::new("systemctl").arg("--root").arg(root).arg("preset-all").output().unwrap();
-    assert!(preset.status.success(), "preset-all: {}", String::from_utf8_lossy(&preset.stderr));
+    assert!(
+        out.status.success(),
+        "ignition fetch-offline on {}: {}",
+        config.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let path = format!(
+        "{}:{}",
+        shim.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = common("files")
+        .env("PATH", path)
+        .output()
+        .expect("run ignition files");
+    assert!(
+        out.status.success(),
+        "ignition files on {}: {}",
+        config.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let preset = Command::new("systemctl")
+        .arg("--root")
+        .arg(root)
+        .arg("preset-all")
+        .output()
+        .unwrap();
+    assert!(
+        preset.status.success(),
+        "preset-all: {}",
+        String::from_utf8_lossy(&preset.stderr)
+    );
 }
 
 fn compared(dir: &Path) -> BTreeMap<String, String> {
@@ -111,7 +147,11 @@ fn once_from_matches_ignition() {
         versions.insert(json["ignition"]["version"].as_str().unwrap().to_string());
 
         let tmp = tempfile::tempdir().unwrap();
-        let (theirs, ours, work) = (tmp.path().join("ignition"), tmp.path().join("agent"), tmp.path().join("work"));
+        let (theirs, ours, work) = (
+            tmp.path().join("ignition"),
+            tmp.path().join("agent"),
+            tmp.path().join("work"),
+        );
         for d in [&theirs, &ours] {
             fs::create_dir_all(d).unwrap();
             fresh_root(d);
@@ -120,14 +160,24 @@ fn once_from_matches_ignition() {
         run_ignition(config, &theirs, &work);
 
         let cfg = config.display().to_string();
-        let (stdout, stderr, code) = text(&run(&["once-from", &cfg, "--root", &ours.display().to_string(), "--skip-reboot"]));
+        let (stdout, stderr, code) = text(&run(&[
+            "once-from",
+            &cfg,
+            "--root",
+            &ours.display().to_string(),
+            "--skip-reboot",
+        ]));
         assert_eq!(code, 0, "once-from {cfg}: {stdout}{stderr}");
 
         let (a, b) = (compared(&theirs), compared(&ours));
         if a != b {
-            let only = |x: &BTreeMap<String, String>, y: &BTreeMap<String, String>| -> Vec<String> {
-                x.iter().filter(|(k, v)| y.get(*k) != Some(*v)).map(|(k, v)| format!("{k}: {v}")).collect()
-            };
+            let only =
+                |x: &BTreeMap<String, String>, y: &BTreeMap<String, String>| -> Vec<String> {
+                    x.iter()
+                        .filter(|(k, v)| y.get(*k) != Some(*v))
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect()
+                };
             panic!(
                 "{cfg}: trees differ\nIgnition only/different:\n  {}\nmco-agent only/different:\n  {}",
                 only(&a, &b).join("\n  "),
@@ -135,9 +185,21 @@ fn once_from_matches_ignition() {
             );
         }
 
-        let (stdout, stderr, code) = text(&run(&["validate", "--config", &cfg, "--root", &theirs.display().to_string()]));
-        assert_eq!(code, 0, "validate {cfg} against Ignition's tree: {stdout}{stderr}");
+        let (stdout, stderr, code) = text(&run(&[
+            "validate",
+            "--config",
+            &cfg,
+            "--root",
+            &theirs.display().to_string(),
+        ]));
+        assert_eq!(
+            code, 0,
+            "validate {cfg} against Ignition's tree: {stdout}{stderr}"
+        );
     }
-    let want: std::collections::BTreeSet<String> = ["3.0.0", "3.1.0", "3.2.0", "3.3.0"].iter().map(|s| s.to_string()).collect();
+    let want: std::collections::BTreeSet<String> = ["3.0.0", "3.1.0", "3.2.0", "3.3.0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     assert_eq!(versions, want, "oracle configs must cover spec 3.0–3.3");
 }

@@ -9,7 +9,11 @@ use super::prepare::{PreparedDir, PreparedFile, PreparedLink};
 use crate::rootfs::{Opened, Owner, Root, RootError};
 
 /// Writes `file` unless the disk already holds exactly it; keeps the original first.
-pub(crate) fn write_file(root: &Root, file: &PreparedFile, out: &mut ApplyOutcome) -> Result<(), RootError> {
+pub(crate) fn write_file(
+    root: &Root,
+    file: &PreparedFile,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
     backup::record_original(root, &file.path)?;
     if write_if_different(root, file)? {
         out.files_written.push(file.path.display().to_string());

@@ -60,7 +60,8 @@ pub(crate) fn write_passwd(
         mode: KEYS_MODE,
         owner,
     };
-    out.ssh_keys_written = files::write_if_different(root, &keys).context("writing SSH keys of core")?;
+    out.ssh_keys_written =
+        files::write_if_different(root, &keys).context("writing SSH keys of core")?;
 
     match shadow::password_hash(root, &core.name)? {
         None => out

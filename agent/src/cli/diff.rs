@@ -35,7 +35,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     if let Some(path) = &args.policy {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let mc = MachineConfiguration::from_slice(&bytes).with_context(|| path.display().to_string())?;
+        let mc =
+            MachineConfiguration::from_slice(&bytes).with_context(|| path.display().to_string())?;
         opts.policies = mc.spec.node_disruption_policy;
         opts.overrides = mc.spec.irreconcilable_validation_overrides;
     }
@@ -97,7 +98,11 @@ fn print_changes(what: &str, c: &Changes) {
         println!("{what}: unchanged");
         return;
     }
-    for (verb, list) in [("added", &c.added), ("changed", &c.changed), ("removed", &c.removed)] {
+    for (verb, list) in [
+        ("added", &c.added),
+        ("changed", &c.changed),
+        ("removed", &c.removed),
+    ] {
         for item in list {
             println!("{what} {verb}: {item}");
         }

@@ -34,7 +34,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         skip_os: args.skip_os,
         arch: String::new(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     match runtime.block_on(once_from(&root, &desired, &opts)) {
         Ok(report) => {
             print_report(&report, &args.root, args.skip_reboot);
@@ -52,7 +54,11 @@ fn print_report(r: &OnceFromReport, root: &Path, skip_reboot: bool) {
     let o = &r.outcome;
     match &r.previous {
         Some(prev) => println!("applied {} to {} (was {prev})", r.config, root.display()),
-        None => println!("applied {} to {} (first application)", r.config, root.display()),
+        None => println!(
+            "applied {} to {} (first application)",
+            r.config,
+            root.display()
+        ),
     }
     println!(
         "files: {} written, {} unchanged, {} restored, {} removed",
@@ -62,7 +68,11 @@ fn print_report(r: &OnceFromReport, root: &Path, skip_reboot: bool) {
         o.files_removed.len()
     );
     if !o.directories.is_empty() || !o.links.is_empty() {
-        println!("directories: {}, links: {}", o.directories.len(), o.links.len());
+        println!(
+            "directories: {}, links: {}",
+            o.directories.len(),
+            o.links.len()
+        );
     }
     println!(
         "units: {} written, {} removed; enabled [{}], disabled [{}], preset [{}]",
@@ -75,8 +85,16 @@ fn print_report(r: &OnceFromReport, root: &Path, skip_reboot: bool) {
     if o.ssh_keys_written || o.password_changed {
         println!(
             "core: ssh keys {}, password hash {}",
-            if o.ssh_keys_written { "written" } else { "unchanged" },
-            if o.password_changed { "changed" } else { "unchanged" }
+            if o.ssh_keys_written {
+                "written"
+            } else {
+                "unchanged"
+            },
+            if o.password_changed {
+                "changed"
+            } else {
+                "unchanged"
+            }
         );
     }
     for s in &o.skipped {
