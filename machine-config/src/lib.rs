@@ -64,6 +64,7 @@ pub mod contents;
 pub mod dataurl;
 pub mod diff;
 pub mod document;
+pub mod downtranslate;
 pub mod error;
 pub mod extensions;
 pub mod ignition;
