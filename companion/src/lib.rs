@@ -1,1 +1,4 @@
 //! mco-companion library.
+
+pub mod negotiate;
+pub mod server;

@@ -76,6 +76,7 @@ pub mod policy;
 pub mod pool;
 pub mod reconcile;
 pub mod registries;
+pub mod render;
 
 pub use contents::DecodeError;
 pub use diff::{Changes, ConfigDiff};

@@ -61,11 +61,11 @@ pub(super) fn convert(config: &Value) -> Result<Value, String> {
 
     let users: Vec<Value> = list(config, &["passwd", "users"])
         .iter()
-        .map(|u| user(u))
+        .map(user)
         .collect();
     let groups: Vec<Value> = list(config, &["passwd", "groups"])
         .iter()
-        .map(|g| group(g))
+        .map(group)
         .collect();
     let mut passwd = Map::new();
     put_list(&mut passwd, "users", users);
@@ -74,7 +74,7 @@ pub(super) fn convert(config: &Value) -> Result<Value, String> {
 
     let units: Vec<Value> = list(config, &["systemd", "units"])
         .iter()
-        .map(|u| unit(u))
+        .map(unit)
         .collect();
     let mut systemd = Map::new();
     put_list(&mut systemd, "units", units);
@@ -86,7 +86,7 @@ pub(super) fn convert(config: &Value) -> Result<Value, String> {
         "disks",
         list(config, &["storage", "disks"])
             .iter()
-            .map(|d| disk(d))
+            .map(disk)
             .collect(),
     );
     put_list(
@@ -94,7 +94,7 @@ pub(super) fn convert(config: &Value) -> Result<Value, String> {
         "raid",
         list(config, &["storage", "raid"])
             .iter()
-            .map(|r| raid(r))
+            .map(raid)
             .collect(),
     );
     put_list(&mut storage, "filesystems", filesystems(config));
@@ -134,7 +134,7 @@ fn ignition(ign: Option<&Value>) -> Value {
     let mut config = Map::new();
     let appends: Vec<Value> = list(ign, &["config", "merge"])
         .iter()
-        .map(|r| reference(r))
+        .map(reference)
         .collect();
     put_list(&mut config, "append", appends);
     if let Some(replace) = ign.pointer("/config/replace")
@@ -145,7 +145,7 @@ fn ignition(ign: Option<&Value>) -> Value {
     put_obj(&mut out, "config", config);
     let cas: Vec<Value> = list(ign, &["security", "tls", "certificateAuthorities"])
         .iter()
-        .map(|r| reference(r))
+        .map(reference)
         .collect();
     if !cas.is_empty() {
         out.insert(

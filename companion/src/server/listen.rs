@@ -1,0 +1,136 @@
+//! Accept loop and per-connection handling, with the limits that keep a hostile or broken
+//! client from hurting the server: a cap on open connections, a TLS handshake timeout, a
+//! header read timeout (which also closes idle keep-alive connections), and caps on header size
+//! and count (hyper answers 431 beyond them).
+
+use super::{ConfigSource, routes};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
+
+/// Connection limits.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Connections served at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// Time a client gets to complete the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time a client gets to send a request's headers (also the keep-alive idle limit).
+    pub header_read_timeout: Duration,
+    /// Read buffer size, which bounds the request head (minimum 8192).
+    pub max_header_bytes: usize,
+    /// Number of request headers accepted.
+    pub max_headers: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(15),
+            max_header_bytes: 16 * 1024,
+            max_headers: 64,
+        }
+    }
+}
+
+/// Serves connections from `listener` until `shutdown` turns true; TLS when `tls` is given.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    source: Arc<dyn ConfigSource>,
+    limits: Limits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let acceptor = tls.map(TlsAcceptor::from);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let limits = Arc::new(limits);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+            _ = shutdown.changed() => return,
+        };
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(err) => {
+                    // e.g. EMFILE: back off instead of spinning
+                    tracing::warn!("accepting a connection failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let source = source.clone();
+        let limits = limits.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match acceptor {
+                Some(acceptor) => serve_tls(stream, remote, acceptor, source, &limits).await,
+                None => serve_http(stream, remote, source, &limits).await,
+            }
+        });
+    }
+}
+
+async fn serve_tls(
+    stream: TcpStream,
+    remote: SocketAddr,
+    acceptor: TlsAcceptor,
+    source: Arc<dyn ConfigSource>,
+    limits: &Limits,
+) {
+    match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => serve_http(tls, remote, source, limits).await,
+        Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
+        Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+    }
+}
+
+async fn serve_http<S>(
+    stream: S,
+    remote: SocketAddr,
+    source: Arc<dyn ConfigSource>,
+    limits: &Limits,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let response = routes::respond(
+            source.as_ref(),
+            request.method(),
+            request.uri(),
+            request.headers(),
+            remote,
+        );
+        std::future::ready(Ok::<_, Infallible>(response))
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_headers(limits.max_headers)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(err) = connection.await {
+        tracing::debug!(%remote, "connection ended: {err}");
+    }
+}

@@ -1,0 +1,189 @@
+//! Request routing and status codes, as the machine-config-server answers them:
+//!
+//! | path | GET/HEAD | other methods |
+//! |---|---|---|
+//! | `/config/<pool>` | 200 config, 400 bad Accept version or node identity, 404/500 from the source | 405 |
+//! | `/healthz` | 200, empty | 405 |
+//! | anything else | 404 | 405 |
+//!
+//! Every response has `Content-Length`; configs have `Content-Type: application/json`; HEAD gets
+//! the headers of the GET without the body. The pool is the last segment of the path under
+//! `/config/` (the MCS uses `path.Base`), percent-decoded.
+//!
+//! Node identity (an addition to the MCS protocol): a client names itself with the `node` query
+//! parameter (`/config/worker?node=worker-0`, usable from an Ignition pointer config) or the
+//! `X-MCO-Node` header (what `mco-agent` sends). Both are DNS subdomain names; if both are given
+//! they must agree. A node the source knows nothing special about gets the pool's config.
+
+use super::{ConfigSource, PoolRequest, ServeError};
+use crate::negotiate;
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use std::net::SocketAddr;
+
+/// The header a node uses to present its identity.
+pub const NODE_HEADER: &str = "x-mco-node";
+/// The query parameter a node uses to present its identity.
+pub const NODE_QUERY: &str = "node";
+
+/// Answers one request. Never panics on client input.
+pub fn respond(
+    source: &dyn ConfigSource,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let readable = *method == Method::GET || *method == Method::HEAD;
+    let path = uri.path();
+    if path == "/healthz" {
+        return empty(if readable {
+            StatusCode::OK
+        } else {
+            StatusCode::METHOD_NOT_ALLOWED
+        });
+    }
+    let Some(pool) = pool_from_path(path) else {
+        return empty(if readable {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::METHOD_NOT_ALLOWED
+        });
+    };
+    if !readable {
+        return empty(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let accept = header_text(headers, ACCEPT.as_str());
+    let user_agent = header_text(headers, USER_AGENT.as_str()).unwrap_or_default();
+    let node = match node_identity(uri, headers) {
+        Ok(node) => node,
+        Err(why) => {
+            tracing::warn!(
+                "Pool {pool:?} requested by address:{:?}: {why}",
+                remote.to_string()
+            );
+            return empty(StatusCode::BAD_REQUEST);
+        }
+    };
+    tracing::info!(
+        "Pool {pool:?} requested by address:{:?} User-Agent:{user_agent:?} Accept-Header: {:?}{}",
+        remote.to_string(),
+        accept.unwrap_or_default(),
+        node.as_ref()
+            .map(|n| format!(" Node:{n:?}"))
+            .unwrap_or_default()
+    );
+    let spec = match negotiate::negotiate(accept) {
+        Ok(spec) => spec,
+        Err(err) => {
+            tracing::error!("{err}");
+            return empty(StatusCode::BAD_REQUEST);
+        }
+    };
+    let request = PoolRequest { pool, node, spec };
+    match source.config(&request) {
+        Ok(body) => {
+            let length = body.len();
+            let body = if *method == Method::HEAD {
+                Bytes::new()
+            } else {
+                body
+            };
+            let mut response = Response::new(Full::new(body));
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+            response
+        }
+        Err(err) => {
+            let status = match err {
+                ServeError::NotFound(_) => StatusCode::NOT_FOUND,
+                ServeError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            tracing::error!("couldn't get config for pool {:?}: {err}", request.pool);
+            empty(status)
+        }
+    }
+}
+
+fn empty(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+    response
+}
+
+/// `/config/<...>/<pool>` → the last non-empty segment, percent-decoded; `None` for other paths.
+fn pool_from_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/config/")?;
+    let segment = rest.split('/').rfind(|s| !s.is_empty())?;
+    let decoded = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()?;
+    Some(decoded.into_owned())
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The node identity from the query and/or header, validated.
+fn node_identity(uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, String> {
+    let from_header = match headers.get(NODE_HEADER) {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| format!("{NODE_HEADER} is not ASCII text"))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let mut from_query = None;
+    for pair in uri.query().unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key == NODE_QUERY {
+            let value = percent_encoding::percent_decode_str(&value.replace('+', " "))
+                .decode_utf8()
+                .map_err(|_| "the node query parameter is not UTF-8".to_string())?
+                .into_owned();
+            from_query = Some(value);
+        }
+    }
+    let node = match (from_header, from_query) {
+        (Some(h), Some(q)) if h != q => {
+            return Err(format!(
+                "node identity disagrees: {NODE_HEADER} {h:?} but query node={q:?}"
+            ));
+        }
+        (h, q) => h.or(q),
+    };
+    match node {
+        Some(name) if !is_dns_subdomain(&name) => Err(format!(
+            "node identity {name:?} is not a valid node name (DNS subdomain)"
+        )),
+        other => Ok(other),
+    }
+}
+
+/// RFC 1123 subdomain, as Kubernetes requires of node names.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests;

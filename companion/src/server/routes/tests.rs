@@ -1,0 +1,262 @@
+use super::*;
+use crate::server::PoolRequest;
+use http_body_util::BodyExt;
+
+/// Serves `pool|node|spec` for pool `worker`; 404 for `missing`; 500 for `broken`.
+struct Echo;
+
+impl ConfigSource for Echo {
+    fn config(&self, r: &PoolRequest) -> Result<Bytes, ServeError> {
+        match r.pool.as_str() {
+            "missing" => Err(ServeError::NotFound("no pool missing".into())),
+            "broken" => Err(ServeError::Failed("cannot render".into())),
+            _ => Ok(Bytes::from(format!(
+                "{}|{}|{}",
+                r.pool,
+                r.node.clone().unwrap_or_default(),
+                r.spec
+            ))),
+        }
+    }
+}
+
+type Headers = Vec<(&'static str, &'static str)>;
+
+fn call(method: &str, target: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, String) {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(
+            http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    let response = respond(
+        &Echo,
+        &Method::from_bytes(method.as_bytes()).unwrap(),
+        &target.parse::<Uri>().unwrap(),
+        &map,
+        "127.0.0.1:4000".parse().unwrap(),
+    );
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = futures::executor::block_on(response.into_body().collect())
+        .unwrap()
+        .to_bytes();
+    (status, headers, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[test]
+fn status_codes() {
+    let v32 = "application/vnd.coreos.ignition+json;version=3.2.0, */*;q=0.1";
+    let rows: Vec<(&str, &str, Headers, StatusCode, &str)> = vec![
+        (
+            "GET",
+            "/config/worker",
+            vec![],
+            StatusCode::OK,
+            "worker||2.2.0",
+        ),
+        (
+            "GET",
+            "/config/worker",
+            vec![("accept", v32)],
+            StatusCode::OK,
+            "worker||3.2.0",
+        ),
+        (
+            "HEAD",
+            "/config/worker",
+            vec![("accept", v32)],
+            StatusCode::OK,
+            "",
+        ),
+        ("GET", "/config/missing", vec![], StatusCode::NOT_FOUND, ""),
+        (
+            "GET",
+            "/config/broken",
+            vec![],
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "",
+        ),
+        (
+            "POST",
+            "/config/worker",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+        ),
+        (
+            "PUT",
+            "/config/missing",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+        ),
+        (
+            "DELETE",
+            "/config/worker",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+        ),
+        (
+            "GET",
+            "/config/worker",
+            vec![(
+                "accept",
+                "application/vnd.coreos.ignition+json;version=4.0.0",
+            )],
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        ("GET", "/healthz", vec![], StatusCode::OK, ""),
+        ("HEAD", "/healthz", vec![], StatusCode::OK, ""),
+        (
+            "POST",
+            "/healthz",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+        ),
+        ("GET", "/", vec![], StatusCode::NOT_FOUND, ""),
+        ("HEAD", "/nope", vec![], StatusCode::NOT_FOUND, ""),
+        ("GET", "/config", vec![], StatusCode::NOT_FOUND, ""),
+        ("GET", "/config/", vec![], StatusCode::NOT_FOUND, ""),
+        ("GET", "/healthz/", vec![], StatusCode::NOT_FOUND, ""),
+        ("PATCH", "/", vec![], StatusCode::METHOD_NOT_ALLOWED, ""),
+        (
+            "OPTIONS",
+            "/healthz",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+        ),
+        // path.Base semantics and percent-decoding of the pool
+        (
+            "GET",
+            "/config/x/worker",
+            vec![],
+            StatusCode::OK,
+            "worker||2.2.0",
+        ),
+        (
+            "GET",
+            "/config/worker/",
+            vec![],
+            StatusCode::OK,
+            "worker||2.2.0",
+        ),
+        (
+            "GET",
+            "/config/wor%6Ber",
+            vec![],
+            StatusCode::OK,
+            "worker||2.2.0",
+        ),
+    ];
+    for (method, target, headers, status, body) in rows {
+        let (got, response_headers, got_body) = call(method, target, &headers);
+        assert_eq!(got, status, "{method} {target}");
+        assert_eq!(got_body, body, "{method} {target}");
+        let length: usize = response_headers[CONTENT_LENGTH]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if status == StatusCode::OK && target.starts_with("/config/") {
+            assert_eq!(response_headers[CONTENT_TYPE], "application/json");
+            // HEAD announces the length of what GET would send
+            assert_eq!(
+                length,
+                call("GET", target, &headers).2.len(),
+                "{method} {target}"
+            );
+        } else {
+            assert_eq!(length, 0, "{method} {target}");
+            assert!(response_headers.get(CONTENT_TYPE).is_none());
+        }
+    }
+}
+
+#[test]
+fn node_identity_from_query_or_header() {
+    let rows: Vec<(&str, Headers, StatusCode, &str)> = vec![
+        (
+            "/config/worker?node=worker-0",
+            vec![],
+            StatusCode::OK,
+            "worker|worker-0|2.2.0",
+        ),
+        (
+            "/config/worker",
+            vec![("x-mco-node", "w1.example.com")],
+            StatusCode::OK,
+            "worker|w1.example.com|2.2.0",
+        ),
+        (
+            "/config/worker?node=a",
+            vec![("x-mco-node", "a")],
+            StatusCode::OK,
+            "worker|a|2.2.0",
+        ),
+        (
+            "/config/worker?x=1&node=b&y",
+            vec![],
+            StatusCode::OK,
+            "worker|b|2.2.0",
+        ),
+        (
+            "/config/worker?node=a",
+            vec![("x-mco-node", "b")],
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        (
+            "/config/worker?node=Bad_Name",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        ("/config/worker?node=", vec![], StatusCode::BAD_REQUEST, ""),
+        (
+            "/config/worker?node=%ff",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        (
+            "/config/worker",
+            vec![("x-mco-node", "-x")],
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+    ];
+    for (target, headers, status, body) in rows {
+        let (got, _, got_body) = call("GET", target, &headers);
+        assert_eq!(
+            (got, got_body.as_str()),
+            (status, body),
+            "{target} {headers:?}"
+        );
+    }
+}
+
+#[test]
+fn dns_subdomain_rules() {
+    for ok in ["a", "node-1", "n1.example.com", &"a".repeat(63)] {
+        assert!(is_dns_subdomain(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "A",
+        "a_b",
+        "-a",
+        "a-",
+        "a..b",
+        ".a",
+        &"a".repeat(64),
+        &"a.".repeat(127),
+    ] {
+        assert!(!is_dns_subdomain(bad), "{bad}");
+    }
+}

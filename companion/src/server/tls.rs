@@ -1,0 +1,129 @@
+//! The server's TLS configuration: rustls with the ring provider, TLS 1.2 and 1.3 only, ALPN
+//! `http/1.1` only (the MCS disables HTTP/2), and the certificate re-read from disk when its files
+//! change, like the MCS's certificate watcher, so a rotated certificate needs no restart.
+
+use anyhow::{Context, Result};
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::fs;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a handshake may trigger a look at the certificate files' modification times.
+const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Builds the server's rustls configuration from PEM files.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let resolver = ReloadingCert::new(cert, key, provider.clone())?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .context("configuring TLS versions")?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Loads a certificate chain and its private key from PEM files.
+pub fn load_certified_key(
+    cert: &Path,
+    key: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey> {
+    let cert_pem =
+        fs::read(cert).with_context(|| format!("reading certificate {}", cert.display()))?;
+    let chain = rustls_pemfile::certs(&mut BufReader::new(cert_pem.as_slice()))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing certificate {}", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "certificate file {} holds no PEM certificate",
+        cert.display()
+    );
+    let key_pem =
+        fs::read(key).with_context(|| format!("reading private key {}", key.display()))?;
+    let private = rustls_pemfile::private_key(&mut BufReader::new(key_pem.as_slice()))
+        .with_context(|| format!("parsing private key {}", key.display()))?
+        .with_context(|| {
+            format!(
+                "private key file {} holds no PEM private key",
+                key.display()
+            )
+        })?;
+    CertifiedKey::from_der(chain, private, provider).with_context(|| {
+        format!(
+            "private key {} does not fit certificate {}",
+            key.display(),
+            cert.display()
+        )
+    })
+}
+
+/// Serves the certificate from `cert`/`key`, reloading it when either file's mtime changes.
+/// A reload that fails keeps the previous certificate and logs why.
+#[derive(Debug)]
+struct ReloadingCert {
+    cert: PathBuf,
+    key: PathBuf,
+    provider: Arc<CryptoProvider>,
+    state: Mutex<LoadedCert>,
+}
+
+#[derive(Debug)]
+struct LoadedCert {
+    key: Arc<CertifiedKey>,
+    stamps: (Option<SystemTime>, Option<SystemTime>),
+    checked: Instant,
+}
+
+impl ReloadingCert {
+    fn new(cert: &Path, key: &Path, provider: Arc<CryptoProvider>) -> Result<Self> {
+        let loaded = load_certified_key(cert, key, &provider)?;
+        Ok(ReloadingCert {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            state: Mutex::new(LoadedCert {
+                key: Arc::new(loaded),
+                stamps: stamps(cert, key),
+                checked: Instant::now(),
+            }),
+            provider,
+        })
+    }
+}
+
+fn stamps(cert: &Path, key: &Path) -> (Option<SystemTime>, Option<SystemTime>) {
+    let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    (mtime(cert), mtime(key))
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if state.checked.elapsed() >= RELOAD_CHECK_INTERVAL {
+            state.checked = Instant::now();
+            let now = stamps(&self.cert, &self.key);
+            if now != state.stamps {
+                match load_certified_key(&self.cert, &self.key, &self.provider) {
+                    Ok(fresh) => {
+                        tracing::info!(cert = %self.cert.display(), "reloaded the serving certificate");
+                        state.key = Arc::new(fresh);
+                        state.stamps = now;
+                    }
+                    Err(err) => tracing::warn!(
+                        cert = %self.cert.display(),
+                        "keeping the previous serving certificate: {err:#}"
+                    ),
+                }
+            }
+        }
+        Some(state.key.clone())
+    }
+}
