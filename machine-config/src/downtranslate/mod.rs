@@ -18,89 +18,19 @@ mod gates;
 mod v2_2;
 
 use serde_json::Value;
-use std::fmt;
+
+pub use crate::ignition::SpecVersion;
 
 pub use gates::NEWER_FIELDS;
 
-/// An Ignition spec version the config server can serve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TargetSpec {
-    /// Spec 2.2.0 (Ignition 0.x, RHCOS 4.5 and older).
-    V2_2,
-    /// Spec 3.0.0.
-    V3_0,
-    /// Spec 3.1.0.
-    V3_1,
-    /// Spec 3.2.0.
-    V3_2,
-    /// Spec 3.3.0.
-    V3_3,
-    /// Spec 3.4.0.
-    V3_4,
-    /// Spec 3.5.0, the internal form.
-    V3_5,
-}
+/// The newest spec, the internal form.
+pub const NEWEST: SpecVersion = SpecVersion::V3_5;
 
-impl TargetSpec {
-    /// Every servable spec, oldest first.
-    pub const ALL: [TargetSpec; 7] = [
-        TargetSpec::V2_2,
-        TargetSpec::V3_0,
-        TargetSpec::V3_1,
-        TargetSpec::V3_2,
-        TargetSpec::V3_3,
-        TargetSpec::V3_4,
-        TargetSpec::V3_5,
-    ];
-
-    /// The newest spec, the internal form.
-    pub const NEWEST: TargetSpec = TargetSpec::V3_5;
-
-    /// The `ignition.version` string of this spec.
-    pub fn version(self) -> &'static str {
-        match self {
-            TargetSpec::V2_2 => "2.2.0",
-            TargetSpec::V3_0 => "3.0.0",
-            TargetSpec::V3_1 => "3.1.0",
-            TargetSpec::V3_2 => "3.2.0",
-            TargetSpec::V3_3 => "3.3.0",
-            TargetSpec::V3_4 => "3.4.0",
-            TargetSpec::V3_5 => "3.5.0",
-        }
-    }
-
-    /// `(major, minor)` of this spec.
-    pub fn major_minor(self) -> (u64, u64) {
-        match self {
-            TargetSpec::V2_2 => (2, 2),
-            TargetSpec::V3_0 => (3, 0),
-            TargetSpec::V3_1 => (3, 1),
-            TargetSpec::V3_2 => (3, 2),
-            TargetSpec::V3_3 => (3, 3),
-            TargetSpec::V3_4 => (3, 4),
-            TargetSpec::V3_5 => (3, 5),
-        }
-    }
-
-    /// The spec with this major and minor version, if servable.
-    pub fn from_major_minor(major: u64, minor: u64) -> Option<TargetSpec> {
-        TargetSpec::ALL
-            .into_iter()
-            .find(|spec| spec.major_minor() == (major, minor))
-    }
-
-    /// The 3.x minor whose field set this spec's checks use (2.2 is checked as 3.0, then more).
-    fn gate_minor(self) -> u64 {
-        match self {
-            TargetSpec::V2_2 => 0,
-            other => other.major_minor().1,
-        }
-    }
-}
-
-impl fmt::Display for TargetSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.version())
+/// The 3.x minor whose field set a target's checks use (2.2 is checked as 3.0, then more).
+fn gate_minor(target: SpecVersion) -> u64 {
+    match target {
+        SpecVersion::V2_2 => 0,
+        other => other.major_minor().1,
     }
 }
 
@@ -111,7 +41,7 @@ pub enum DownTranslateError {
     #[error("cannot translate the config to Ignition spec {target}: {}", .problems.join("; "))]
     Unsupported {
         /// The requested spec.
-        target: TargetSpec,
+        target: SpecVersion,
         /// `<JSON path>: <why>`, e.g. `$.storage.luks.0.discard: not supported before spec 3.4.0`.
         problems: Vec<String>,
     },
@@ -121,7 +51,7 @@ pub enum DownTranslateError {
     )]
     KernelArgumentsShouldNotExist {
         /// The requested spec.
-        target: TargetSpec,
+        target: SpecVersion,
         /// The arguments that should not exist.
         args: Vec<String>,
     },
@@ -129,7 +59,7 @@ pub enum DownTranslateError {
     #[error("cannot translate the config to Ignition spec {target}: {reason}")]
     Malformed {
         /// The requested spec.
-        target: TargetSpec,
+        target: SpecVersion,
         /// What is wrong with the input.
         reason: String,
     },
@@ -139,7 +69,7 @@ pub enum DownTranslateError {
 ///
 /// Returns the config for `target` with `ignition.version` set to its version. The input may
 /// carry any 3.x version string; only its fields matter.
-pub fn translate(config: &Value, target: TargetSpec) -> Result<Value, DownTranslateError> {
+pub fn translate(config: &Value, target: SpecVersion) -> Result<Value, DownTranslateError> {
     let Value::Object(_) = config else {
         return Err(DownTranslateError::Malformed {
             target,
@@ -148,18 +78,18 @@ pub fn translate(config: &Value, target: TargetSpec) -> Result<Value, DownTransl
     };
     let mut out = config.clone();
     let mut problems = Vec::new();
-    gates::strip_newer(&mut out, target.gate_minor(), &mut problems);
-    if target == TargetSpec::V2_2 {
+    gates::strip_newer(&mut out, gate_minor(target), &mut problems);
+    if target == SpecVersion::V2_2 {
         v2_2::check(&out, &mut problems);
     }
     if !problems.is_empty() {
         return Err(DownTranslateError::Unsupported { target, problems });
     }
-    if target == TargetSpec::V2_2 {
+    if target == SpecVersion::V2_2 {
         return v2_2::convert(&out)
             .map_err(|reason| DownTranslateError::Malformed { target, reason });
     }
-    set_version(&mut out, target.version());
+    set_version(&mut out, &target.to_string());
     Ok(out)
 }
 
@@ -171,9 +101,9 @@ pub fn translate(config: &Value, target: TargetSpec) -> Result<Value, DownTransl
 pub fn migrate_kernel_arguments(
     config: &mut Value,
     mc_kernel_arguments: &mut Vec<String>,
-    target: TargetSpec,
+    target: SpecVersion,
 ) -> Result<(), DownTranslateError> {
-    if target >= TargetSpec::V3_3 {
+    if target >= SpecVersion::V3_3 {
         return Ok(());
     }
     let Some(section) = config
@@ -205,8 +135,8 @@ pub fn migrate_kernel_arguments(
 }
 
 /// An empty Ignition config of `target` (what the MCS embeds in the encapsulated MachineConfig).
-pub fn empty_config(target: TargetSpec) -> Value {
-    serde_json::json!({ "ignition": { "version": target.version() } })
+pub fn empty_config(target: SpecVersion) -> Value {
+    serde_json::json!({ "ignition": { "version": target.to_string() } })
 }
 
 fn set_version(config: &mut Value, version: &str) {
