@@ -1,4 +1,20 @@
-//! mco-companion library.
+//! mco-companion: the minimal cluster side of mco-agent.
+//!
+//! - [`negotiate`]: Ignition spec negotiation from the `Accept` header, as the MCS does it.
+//! - [`server`]: the config server (TLS with rustls/ring, HTTP/1.1, `/config/<pool>`,
+//!   `/healthz`, limits), over any [`server::ConfigSource`].
+//! - [`served`]: the body served for a rendered config (appended files, down-translation) and
+//!   its cache.
+//! - [`manifests`] and [`standalone`]: standalone mode from a directory of manifests,
+//!   re-rendered when it changes.
+//! - [`cli`]: the `mco-companion` command line (`render`, `serve`).
+//!
+//! Rendering itself (pool selection, the MCO merge, per-node configs, rendered names) lives in
+//! `machine_config::render`; down-translation in `machine_config::downtranslate`.
 
+pub mod cli;
+pub mod manifests;
 pub mod negotiate;
+pub mod served;
 pub mod server;
+pub mod standalone;

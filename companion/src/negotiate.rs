@@ -10,7 +10,8 @@
 //!   → that minor; 3.y with y > 5 → 3.5.0; anything else (4.x, 1.x, 2.0, 2.1...) → error (HTTP 400);
 //! - no such range (header absent, unparsable, `*/*` only, Ignition without version) → 2.2.0.
 
-use machine_config::downtranslate::TargetSpec;
+use machine_config::SpecVersion;
+use machine_config::downtranslate::NEWEST;
 
 const IGNITION_SUBTYPE: &str = "vnd.coreos.ignition+json";
 
@@ -126,7 +127,7 @@ pub fn parse_accept(header: &str) -> Vec<MediaRange> {
 }
 
 /// The spec to serve for this Accept header (`None` = header absent).
-pub fn negotiate(accept: Option<&str>) -> Result<TargetSpec, UnsupportedVersion> {
+pub fn negotiate(accept: Option<&str>) -> Result<SpecVersion, UnsupportedVersion> {
     let header = accept.unwrap_or("");
     for range in parse_accept(header) {
         let Some(version) = range.version.filter(|_| range.subtype == IGNITION_SUBTYPE) else {
@@ -134,26 +135,26 @@ pub fn negotiate(accept: Option<&str>) -> Result<TargetSpec, UnsupportedVersion>
         };
         let (major, minor) = (version.major, version.minor);
         if major == 2 && minor >= 2 {
-            return Ok(TargetSpec::V2_2);
+            return Ok(SpecVersion::V2_2);
         }
         let known = u64::try_from(major)
             .ok()
             .zip(u64::try_from(minor).ok())
-            .and_then(|(major, minor)| TargetSpec::from_major_minor(major, minor));
+            .and_then(|(major, minor)| SpecVersion::from_major_minor(major, minor));
         if let Some(spec) = known {
             return Ok(spec);
         }
-        let (newest_major, newest_minor) = TargetSpec::NEWEST.major_minor();
+        let (newest_major, newest_minor) = NEWEST.major_minor();
         if u64::try_from(major) == Ok(newest_major)
             && u64::try_from(minor).is_ok_and(|m| m > newest_minor)
         {
-            return Ok(TargetSpec::NEWEST);
+            return Ok(NEWEST);
         }
         return Err(UnsupportedVersion {
             header: header.to_string(),
         });
     }
-    Ok(TargetSpec::V2_2)
+    Ok(SpecVersion::V2_2)
 }
 
 #[cfg(test)]

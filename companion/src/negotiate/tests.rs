@@ -1,11 +1,11 @@
 use super::*;
-use TargetSpec::*;
+use SpecVersion::*;
 
 /// Every row of mcd-behaviour.md §6 "Version negotiation", plus the MCS's own test headers.
 #[test]
 fn negotiation_table() {
     let ign = "application/vnd.coreos.ignition+json";
-    let rows: Vec<(&str, Option<String>, Result<TargetSpec, ()>)> = vec![
+    let rows: Vec<(&str, Option<String>, Result<SpecVersion, ()>)> = vec![
         // no / invalid / non-Ignition header ⇒ 2.2.0
         ("absent", None, Ok(V2_2)),
         ("empty", Some(String::new()), Ok(V2_2)),

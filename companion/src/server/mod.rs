@@ -7,7 +7,7 @@ pub mod routes;
 pub mod tls;
 
 use hyper::body::Bytes;
-use machine_config::downtranslate::TargetSpec;
+use machine_config::SpecVersion;
 
 pub use listen::{Limits, serve};
 
@@ -19,7 +19,7 @@ pub struct PoolRequest {
     /// The node identity the client presented, if any (see [`routes`]).
     pub node: Option<String>,
     /// The negotiated Ignition spec.
-    pub spec: TargetSpec,
+    pub spec: SpecVersion,
 }
 
 /// Why a config cannot be served.

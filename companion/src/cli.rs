@@ -1,0 +1,205 @@
+//! The `mco-companion` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use machine_config::render::{self, RenderOptions};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::server::{self, ConfigSource, Limits};
+use crate::standalone::Standalone;
+
+/// Renders MachineConfigs per pool, targets nodes within maxUnavailable, serves Ignition over TLS.
+#[derive(Debug, Parser)]
+#[command(name = "mco-companion", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a pool's (or one node's) rendered MachineConfig from a manifests directory.
+    Render(RenderArgs),
+    /// Serve `/config/<pool>` and `/healthz` from a manifests directory.
+    Serve(ServeArgs),
+}
+
+/// Base images, the MCO's ControllerConfig values.
+#[derive(Debug, Clone, Args)]
+pub struct BaseArgs {
+    /// Base OS image, used unless a MachineConfig sets osImageURL.
+    #[arg(long, default_value = "", env = "MCO_COMPANION_OS_IMAGE_URL")]
+    pub os_image_url: String,
+    /// Base extensions container image.
+    #[arg(long, default_value = "")]
+    pub extensions_image: String,
+}
+
+impl BaseArgs {
+    fn options(&self) -> RenderOptions {
+        RenderOptions {
+            os_image_url: self.os_image_url.clone(),
+            base_os_extensions_container_image: self.extensions_image.clone(),
+        }
+    }
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
+/// `render` arguments.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Directory of MachineConfig and MachineConfigPool manifests.
+    #[arg(long)]
+    pub manifests: PathBuf,
+    /// Pool to render.
+    #[arg(long)]
+    pub pool: String,
+    /// Render this node's config (the pool's plus MachineConfigs labelled mco.io/node=NAME).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    pub output: Output,
+    #[command(flatten)]
+    pub base: BaseArgs,
+}
+
+/// `serve` arguments.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Standalone mode: directory of manifests, re-rendered when it changes.
+    #[arg(long)]
+    pub manifests: PathBuf,
+    /// HTTPS listen address.
+    #[arg(long, default_value = "0.0.0.0:22623")]
+    pub listen: SocketAddr,
+    /// TLS certificate chain (PEM).
+    #[arg(long)]
+    pub cert: PathBuf,
+    /// TLS private key (PEM).
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Also serve plain HTTP here (the MCS's port 22624).
+    #[arg(long)]
+    pub insecure_listen: Option<SocketAddr>,
+    /// Standalone mode: seconds between directory checks when inotify misses a change.
+    #[arg(long, default_value_t = 5)]
+    pub poll_interval: u64,
+    /// Connections served at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    #[command(flatten)]
+    pub base: BaseArgs,
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Render(args) => render_command(&args),
+        Command::Serve(args) => serve_command(args).await,
+    }
+}
+
+fn render_command(args: &RenderArgs) -> Result<()> {
+    let manifests = crate::manifests::load(&args.manifests)?;
+    let pool = manifests.pool(&args.pool).with_context(|| {
+        format!(
+            "no MachineConfigPool {:?} in {}",
+            args.pool,
+            args.manifests.display()
+        )
+    })?;
+    let options = args.base.options();
+    let configs = &manifests.machine_configs;
+    let rendered = match &args.node {
+        Some(node) => match render::render_node(pool, node, configs, &options)? {
+            Some(r) => r.config,
+            None => render::render_pool(pool, configs, &options)?.config,
+        },
+        None => render::render_pool(pool, configs, &options)?.config,
+    };
+    let text = match args.output {
+        Output::Json => rendered.to_json_pretty() + "\n",
+        Output::Yaml => serde_saphyr::to_string(&rendered).context("writing YAML")?,
+    };
+    print!("{text}");
+    Ok(())
+}
+
+async fn serve_command(args: ServeArgs) -> Result<()> {
+    let tls = server::tls::server_config(&args.cert, &args.key)?;
+    let (stop, shutdown) = shutdown_on_signal();
+    let mut tasks = tokio::task::JoinSet::new();
+    let standalone = Arc::new(Standalone::open(&args.manifests, args.base.options())?);
+    let poll = Duration::from_secs(args.poll_interval.max(1));
+    tasks.spawn(standalone.clone().watch(poll, shutdown.clone()));
+    let source: Arc<dyn ConfigSource> = standalone;
+    let limits = Limits {
+        max_connections: args.max_connections,
+        ..Limits::default()
+    };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!("Launching server on {}", listener.local_addr()?);
+    tasks.spawn(server::serve(
+        listener,
+        Some(tls),
+        source.clone(),
+        limits.clone(),
+        shutdown.clone(),
+    ));
+    if let Some(addr) = args.insecure_listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        tracing::info!("Launching insecure server on {}", listener.local_addr()?);
+        tasks.spawn(server::serve(
+            listener,
+            None,
+            source,
+            limits,
+            shutdown.clone(),
+        ));
+    }
+    while tasks.join_next().await.is_some() {}
+    drop(stop);
+    Ok(())
+}
+
+/// A shutdown flag that turns true on SIGTERM or SIGINT.
+fn shutdown_on_signal() -> (Arc<watch::Sender<bool>>, watch::Receiver<bool>) {
+    let (tx, rx) = watch::channel(false);
+    let tx = Arc::new(tx);
+    let sender = tx.clone();
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(err) => {
+                    tracing::warn!("cannot watch SIGTERM: {err}");
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("shutting down");
+        let _ = sender.send(true);
+    });
+    (tx, rx)
+}

@@ -1,0 +1,196 @@
+//! What the config server sends for a rendered MachineConfig: its Ignition config in the
+//! requested spec, with the files the MCS appends, and a cache of those bodies.
+//!
+//! Appended, in this order (all mode 420, `overwrite: true`, contents as a `data:,` URL with
+//! every byte outside `A-Za-z0-9-_.!~*'()` percent-encoded, as the MCS's encoder does):
+//! 1. `/etc/machine-config-daemon/node-annotations.json`: `currentConfig`, `desiredConfig`,
+//!    `firstPivotConfig` (all the rendered name) and `state: Done`, keys prefixed
+//!    `machineconfiguration.openshift.io/`;
+//! 2. `/etc/mcs-machine-config-content.json`: the MachineConfig served, indented JSON;
+//! 3. `/etc/ignition-machine-config-encapsulated.json` (last): the MachineConfig with
+//!    `spec.config` replaced by an empty Ignition config of the served spec, compact JSON.
+//!
+//! Below spec 3.3, Ignition kernel arguments move into the MachineConfig's `kernelArguments`
+//! first (so both MachineConfig files carry them), as the MCS does.
+//! The MCS's kubeconfig, kubelet CA and cloud CA files come from a cluster's ControllerConfig and
+//! bootstrap token, which the companion does not have; they are not appended.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use hyper::body::Bytes;
+use machine_config::MachineConfig;
+use machine_config::SpecVersion;
+use machine_config::downtranslate;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Path of the node-annotations seed file.
+pub const NODE_ANNOTATIONS_PATH: &str = "/etc/machine-config-daemon/node-annotations.json";
+/// Path of the served MachineConfig copy.
+pub const CONTENT_PATH: &str = "/etc/mcs-machine-config-content.json";
+/// Path of the encapsulated MachineConfig, consumed at first boot.
+pub const ENCAPSULATED_PATH: &str = "/etc/ignition-machine-config-encapsulated.json";
+
+const ANNOTATION_PREFIX: &str = "machineconfiguration.openshift.io/";
+
+/// Bytes left as they are in a `data:,` URL (RFC 2396 unreserved).
+const DATA_URL_KEEP: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// `data:,<percent-encoded bytes>`.
+pub fn data_url(contents: &[u8]) -> String {
+    let mut url = String::from("data:,");
+    for chunk in percent_encoding::percent_encode(contents, DATA_URL_KEEP) {
+        url.push_str(chunk);
+    }
+    url
+}
+
+/// Why a rendered config cannot be served in a spec.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServeBuildError {
+    /// The rendered config has no or a broken Ignition config.
+    #[error("rendered config {name}: {message}")]
+    Invalid {
+        /// Rendered config name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The spec cannot express the config.
+    #[error("rendered config {name}: {source}")]
+    Translate {
+        /// Rendered config name.
+        name: String,
+        /// Why.
+        source: downtranslate::DownTranslateError,
+    },
+}
+
+/// Builds the response body for `rendered` in `spec`.
+pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, ServeBuildError> {
+    let name = rendered.name().to_string();
+    let invalid = |message: String| ServeBuildError::Invalid {
+        name: name.clone(),
+        message,
+    };
+    let mut mc = rendered.clone();
+    let mut config = serde_json::to_value(mc.ignition().map_err(|e| invalid(e.to_string()))?)
+        .map_err(|e| invalid(e.to_string()))?;
+    downtranslate::migrate_kernel_arguments(&mut config, &mut mc.spec.kernel_arguments, spec)
+        .map_err(|source| ServeBuildError::Translate {
+            name: name.clone(),
+            source,
+        })?;
+
+    let annotations = json!({
+        format!("{ANNOTATION_PREFIX}currentConfig"): name,
+        format!("{ANNOTATION_PREFIX}desiredConfig"): name,
+        format!("{ANNOTATION_PREFIX}firstPivotConfig"): name,
+        format!("{ANNOTATION_PREFIX}state"): "Done",
+    });
+    append_file(
+        &mut config,
+        NODE_ANNOTATIONS_PATH,
+        annotations.to_string().as_bytes(),
+    );
+    append_file(&mut config, CONTENT_PATH, &indented(&mc));
+    let mut encapsulated = mc.clone();
+    encapsulated.spec.config = Some(downtranslate::empty_config(spec));
+    append_file(
+        &mut config,
+        ENCAPSULATED_PATH,
+        encapsulated.to_json().as_bytes(),
+    );
+
+    let served =
+        downtranslate::translate(&config, spec).map_err(|source| ServeBuildError::Translate {
+            name: name.clone(),
+            source,
+        })?;
+    Ok(Bytes::from(served.to_string()))
+}
+
+fn indented(value: &impl Serialize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    // serializing plain data into a Vec cannot fail
+    let _ = value.serialize(&mut serializer);
+    out
+}
+
+fn append_file(config: &mut Value, path: &str, contents: &[u8]) {
+    let entry = json!({
+        "path": path,
+        "overwrite": true,
+        "contents": {"source": data_url(contents)},
+        "mode": 420,
+    });
+    let Some(root) = config.as_object_mut() else {
+        return;
+    };
+    let storage = root.entry("storage").or_insert_with(|| json!({}));
+    if let Some(storage) = storage.as_object_mut() {
+        let files = storage.entry("files").or_insert_with(|| json!([]));
+        if let Some(files) = files.as_array_mut() {
+            files.push(entry);
+        }
+    }
+}
+
+/// Response bodies by (rendered config name, spec). Rendered names are content hashes, so an
+/// entry never goes stale; [`ServeCache::retain`] drops names no longer in use.
+#[derive(Debug, Default)]
+pub struct ServeCache {
+    bodies: Mutex<HashMap<(String, SpecVersion), Bytes>>,
+}
+
+impl ServeCache {
+    /// The cached body, or builds, stores and returns it.
+    pub fn get_or_build(
+        &self,
+        rendered: &MachineConfig,
+        spec: SpecVersion,
+    ) -> Result<Bytes, ServeBuildError> {
+        let key = (rendered.name().to_string(), spec);
+        if let Some(body) = self.lock().get(&key) {
+            return Ok(body.clone());
+        }
+        let body = build(rendered, spec)?;
+        self.lock().insert(key, body.clone());
+        Ok(body)
+    }
+
+    /// Keeps only entries whose rendered name satisfies `keep`.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|(name, _), _| keep(name));
+    }
+
+    /// Number of cached bodies.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, SpecVersion), Bytes>> {
+        self.bodies.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;

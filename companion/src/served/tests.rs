@@ -1,0 +1,171 @@
+use super::*;
+use machine_config::dataurl;
+
+fn rendered(kernel_arguments: Value) -> MachineConfig {
+    MachineConfig::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "rendered-worker-0123456789abcdef0123456789abcdef"},
+        "spec": {
+            "osImageURL": "quay.io/os@sha256:1",
+            "kernelArguments": ["nosmt"],
+            "kernelType": "default",
+            "config": {
+                "ignition": {"version": "3.5.0"},
+                "kernelArguments": kernel_arguments,
+                "storage": {"files": [{"path": "/etc/motd", "mode": 420, "overwrite": true,
+                    "contents": {"source": "data:,hello%20world"}}]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// (path, mode, overwrite, decoded contents) of every file in a served spec 3 config.
+fn files(served: &Value) -> Vec<(String, i64, bool, Vec<u8>)> {
+    served["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["mode"].as_i64().unwrap(),
+                f["overwrite"].as_bool().unwrap(),
+                dataurl::decode(f["contents"]["source"].as_str().unwrap())
+                    .unwrap()
+                    .data,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn appended_files_decode_to_what_the_mcs_writes() {
+    let mc = rendered(json!({}));
+    for spec in [SpecVersion::V3_1, SpecVersion::V3_4, SpecVersion::V3_5] {
+        let body = build(&mc, spec).unwrap();
+        let served: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(served["ignition"]["version"], spec.to_string());
+        let files = files(&served);
+        let paths: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/etc/motd",
+                NODE_ANNOTATIONS_PATH,
+                CONTENT_PATH,
+                ENCAPSULATED_PATH
+            ]
+        );
+        for (path, mode, overwrite, _) in &files[1..] {
+            assert_eq!((*mode, *overwrite), (420, true), "{path}");
+        }
+        assert_eq!(files[0].3, b"hello world");
+
+        let annotations: Value = serde_json::from_slice(&files[1].3).unwrap();
+        let name = mc.name();
+        assert_eq!(
+            annotations,
+            json!({
+                "machineconfiguration.openshift.io/currentConfig": name,
+                "machineconfiguration.openshift.io/desiredConfig": name,
+                "machineconfiguration.openshift.io/firstPivotConfig": name,
+                "machineconfiguration.openshift.io/state": "Done",
+            })
+        );
+        let content_text = String::from_utf8(files[2].3.clone()).unwrap();
+        assert!(
+            content_text.starts_with("{\n    \"apiVersion\""),
+            "4-space indent"
+        );
+        assert_eq!(MachineConfig::from_slice(&files[2].3).unwrap(), mc);
+
+        let encapsulated = MachineConfig::from_slice(&files[3].3).unwrap();
+        assert_eq!(
+            encapsulated.spec.config,
+            Some(json!({"ignition": {"version": spec.to_string()}}))
+        );
+        assert_eq!(encapsulated.name(), name);
+        assert_eq!(encapsulated.spec.kernel_arguments, ["nosmt"]);
+        assert_eq!(encapsulated.spec.os_image_url, "quay.io/os@sha256:1");
+        // compact JSON
+        assert!(!files[3].3.contains(&b'\n'));
+        // the served config is a valid config of its spec
+        machine_config::Config::from_value(served).unwrap();
+    }
+}
+
+#[test]
+fn kernel_arguments_move_below_3_3_and_stay_above() {
+    let mc = rendered(json!({"shouldExist": ["console=ttyS0"]}));
+    let served: Value = serde_json::from_slice(&build(&mc, SpecVersion::V3_2).unwrap()).unwrap();
+    assert!(served.get("kernelArguments").is_none());
+    let files = files(&served);
+    for file in &files[2..] {
+        let copy = MachineConfig::from_slice(&file.3).unwrap();
+        assert_eq!(
+            copy.spec.kernel_arguments,
+            ["nosmt", "console=ttyS0"],
+            "{}",
+            file.0
+        );
+    }
+    let served: Value = serde_json::from_slice(&build(&mc, SpecVersion::V3_3).unwrap()).unwrap();
+    assert_eq!(
+        served["kernelArguments"],
+        json!({"shouldExist": ["console=ttyS0"]})
+    );
+
+    let refused = rendered(json!({"shouldNotExist": ["quiet"]}));
+    let err = build(&refused, SpecVersion::V3_1).unwrap_err().to_string();
+    assert!(err.contains("kernelArguments.shouldNotExist"), "{err}");
+    build(&refused, SpecVersion::V3_5).unwrap();
+}
+
+#[test]
+fn spec_2_2_carries_the_appended_files_on_the_root_filesystem() {
+    let mc = rendered(json!({}));
+    let served: Value = serde_json::from_slice(&build(&mc, SpecVersion::V2_2).unwrap()).unwrap();
+    assert_eq!(served["ignition"]["version"], "2.2.0");
+    let last = served["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["filesystem"], "root");
+    assert_eq!(last["path"], ENCAPSULATED_PATH);
+    let encapsulated = MachineConfig::from_slice(
+        &dataurl::decode(last["contents"]["source"].as_str().unwrap())
+            .unwrap()
+            .data,
+    )
+    .unwrap();
+    assert_eq!(
+        encapsulated.spec.config,
+        Some(json!({"ignition": {"version": "2.2.0"}}))
+    );
+    machine_config::Config::from_value(served).unwrap();
+}
+
+#[test]
+fn data_urls_escape_like_the_mcs() {
+    assert_eq!(data_url(b"a-Z_0.!~*'()"), "data:,a-Z_0.!~*'()");
+    assert_eq!(data_url(b"{\"k\": 1}\n"), "data:,%7B%22k%22%3A%201%7D%0A");
+    assert_eq!(data_url("é".as_bytes()), "data:,%C3%A9");
+    assert_eq!(dataurl::decode(&data_url(b"x y/z")).unwrap().data, b"x y/z");
+}
+
+#[test]
+fn cache_builds_once_per_name_and_spec() {
+    let cache = ServeCache::default();
+    let mc = rendered(json!({}));
+    let a = cache.get_or_build(&mc, SpecVersion::V3_2).unwrap();
+    let b = cache.get_or_build(&mc, SpecVersion::V3_2).unwrap();
+    assert_eq!(a.as_ptr(), b.as_ptr(), "served from the cache, not rebuilt");
+    cache.get_or_build(&mc, SpecVersion::V2_2).unwrap();
+    assert_eq!(cache.len(), 2);
+    cache.retain(|name| name != mc.name());
+    assert!(cache.is_empty());
+}

@@ -1,0 +1,146 @@
+//! Shared by the companion's integration tests: throw-away TLS material and an in-process
+//! standalone server on an ephemeral port.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use machine_config::render::RenderOptions;
+use mco_companion::server::{self, Limits};
+use mco_companion::standalone::Standalone;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The fixture manifests (two pools, worker/infra configs, a per-node config for worker-0).
+pub fn fixture_manifests() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests")
+}
+
+/// A CA and a server certificate for 127.0.0.1 and localhost it signed, written as PEM files.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca_pem: String,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca_pem, cert_pem, key_pem) = issue("mco-companion test CA");
+        std::fs::write(dir.path().join("ca.crt"), &ca_pem).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
+        std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
+        Pki { dir, ca_pem }
+    }
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+    pub fn cert(&self) -> PathBuf {
+        self.dir.path().join("tls.crt")
+    }
+    pub fn key(&self) -> PathBuf {
+        self.dir.path().join("tls.key")
+    }
+}
+
+/// (CA PEM, server cert PEM, server key PEM) from a fresh CA named `ca_name`.
+pub fn issue(ca_name: &str) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, ca_name);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// A running standalone server; stops when dropped.
+pub struct Server {
+    pub port: u16,
+    pub insecure_port: u16,
+    pub source: Arc<Standalone>,
+    stop: watch::Sender<bool>,
+    _runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Server {
+    /// Starts on its own runtime (for tests that run blocking clients such as curl).
+    pub fn start(pki: &Pki, manifests: &Path, limits: Limits) -> Server {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut server = runtime.block_on(Server::start_async(pki, manifests, limits));
+        server._runtime = Some(runtime);
+        server
+    }
+
+    /// Starts on the current runtime.
+    pub async fn start_async(pki: &Pki, manifests: &Path, limits: Limits) -> Server {
+        let source = Arc::new(Standalone::open(manifests, RenderOptions::default()).unwrap());
+        let tls = server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+        let (stop, shutdown) = watch::channel(false);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let insecure = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let insecure_port = insecure.local_addr().unwrap().port();
+        let dyn_source: Arc<dyn server::ConfigSource> = source.clone();
+        tokio::spawn(server::serve(
+            listener,
+            Some(tls),
+            dyn_source.clone(),
+            limits.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(server::serve(
+            insecure,
+            None,
+            dyn_source,
+            limits,
+            shutdown.clone(),
+        ));
+        tokio::spawn(
+            source
+                .clone()
+                .watch(std::time::Duration::from_secs(1), shutdown),
+        );
+        Server {
+            port,
+            insecure_port,
+            source,
+            stop,
+            _runtime: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(runtime) = self._runtime.take() {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+        }
+    }
+}
+
+/// Decodes every file of a served config (any spec): (path, contents), in order.
+pub fn decoded_files(config: &serde_json::Value) -> Vec<(String, Vec<u8>)> {
+    let config = machine_config::Config::from_value(config.clone()).unwrap();
+    config
+        .storage
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.decoded_contents().unwrap()))
+        .collect()
+}

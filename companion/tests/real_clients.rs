@@ -1,0 +1,313 @@
+//! Real clients against the TLS config server: Debian's Ignition 2.14 (fetch + files stages into
+//! a temp root, compared with the rendered config) and curl (with the right CA, none, a wrong
+//! one). Both are installed by `tests/setup.sh`.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use base64::Engine;
+use common::{Pki, Server, fixture_manifests, issue};
+use machine_config::MachineConfig;
+use mco_companion::served::{CONTENT_PATH, ENCAPSULATED_PATH, NODE_ANNOTATIONS_PATH};
+use mco_companion::server::Limits;
+use serde_json::{Value, json};
+
+const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
+
+/// A throw-away root prepared the way Debian's Ignition needs it (test-infra.md §3): SELinux
+/// config present with a no-op `setfiles` on PATH, and passwd/group/shadow for useradd --root.
+struct IgnitionRun {
+    dir: tempfile::TempDir,
+}
+
+impl IgnitionRun {
+    fn new() -> IgnitionRun {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir_all(root.join("etc/selinux")).unwrap();
+        fs::write(
+            root.join("etc/selinux/config"),
+            "SELINUX=disabled\nSELINUXTYPE=targeted\n",
+        )
+        .unwrap();
+        fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        fs::write(root.join("etc/group"), "root:x:0:\nusers:x:100:\n").unwrap();
+        fs::write(root.join("etc/shadow"), "root:*:19000:0:99999:7:::\n").unwrap();
+        fs::write(root.join("etc/gshadow"), "root:*::\nusers:*::\n").unwrap();
+        fs::create_dir_all(dir.path().join("shim")).unwrap();
+        let setfiles = dir.path().join("shim/setfiles");
+        fs::write(&setfiles, "#!/bin/sh\ncat >/dev/null\nexit 0\n").unwrap();
+        fs::set_permissions(&setfiles, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::create_dir_all(dir.path().join("work")).unwrap();
+        IgnitionRun { dir }
+    }
+
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// Runs fetch-offline, fetch and files with `pointer` as the platform config; returns the
+    /// first failing stage's output, or the files stage's.
+    fn run(&self, pointer: &Value) -> Result<Output, (String, Output)> {
+        let work = self.dir.path().join("work");
+        let pointer_path = work.join("pointer.json");
+        fs::write(&pointer_path, pointer.to_string()).unwrap();
+        let path = format!(
+            "{}:{}",
+            self.dir.path().join("shim").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut last = None;
+        for stage in ["fetch-offline", "fetch", "files"] {
+            let mut cmd = Command::new(IGNITION);
+            cmd.args(["-stage", stage, "-platform", "file", "-log-to-stdout"])
+                .arg("-root")
+                .arg(self.root())
+                .arg("-config-cache")
+                .arg(work.join("cache.json"))
+                .arg("-state-file")
+                .arg(work.join("state"))
+                .args(["-fetch-timeout", "20s"])
+                .env("IGNITION_CONFIG_FILE", &pointer_path)
+                .env("PATH", &path);
+            if stage == "fetch-offline" {
+                cmd.arg("-neednet").arg(work.join("neednet"));
+            }
+            let out = cmd
+                .output()
+                .expect("running Ignition (installed by tests/setup.sh)");
+            if !out.status.success() {
+                return Err((stage.to_string(), out));
+            }
+            last = Some(out);
+        }
+        Ok(last.unwrap())
+    }
+}
+
+fn pointer(url: &str, ca_pem: &str) -> Value {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    json!({
+        "ignition": {
+            "version": "3.2.0",
+            "config": {"merge": [{"source": url}]},
+            "security": {"tls": {"certificateAuthorities": [{"source": format!("data:;base64,{ca}")}]}}
+        }
+    })
+}
+
+fn mode_of(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
+    let pki = Pki::new();
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let run = IgnitionRun::new();
+    let out = run
+        .run(&pointer(
+            &server.url("/config/worker?node=worker-0"),
+            &pki.ca_pem,
+        ))
+        .unwrap_or_else(|(stage, out)| {
+            panic!(
+                "Ignition {stage} failed:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+    assert!(String::from_utf8_lossy(&out.stdout).contains("files passed"));
+    let root = run.root();
+
+    let snapshot = server.source.snapshot();
+    let rendered = snapshot
+        .config_for("worker", Some("worker-0"))
+        .unwrap()
+        .clone();
+    let config = rendered.ignition().unwrap();
+    assert!(config.storage.files.len() >= 4);
+    for file in &config.storage.files {
+        let on_disk = root.join(file.path.trim_start_matches('/'));
+        let want = file.decoded_contents().unwrap();
+        assert_eq!(fs::read(&on_disk).unwrap(), want, "{}", file.path);
+        assert_eq!(
+            mode_of(&on_disk),
+            file.mode.unwrap_or(0o644) as u32,
+            "{}",
+            file.path
+        );
+    }
+    for unit in &config.systemd.units {
+        let unit_path = root.join("etc/systemd/system").join(&unit.name);
+        assert_eq!(
+            fs::read_to_string(&unit_path).unwrap(),
+            unit.contents.clone().unwrap()
+        );
+        for dropin in &unit.dropins {
+            let p = root.join(format!(
+                "etc/systemd/system/{}.d/{}",
+                unit.name, dropin.name
+            ));
+            assert_eq!(
+                fs::read_to_string(p).unwrap(),
+                dropin.contents.clone().unwrap()
+            );
+        }
+    }
+    let preset =
+        fs::read_to_string(root.join("etc/systemd/system-preset/20-ignition.preset")).unwrap();
+    assert!(preset.contains("enable mco-demo.service"), "{preset}");
+    let keys = fs::read_to_string(root.join("home/core/.ssh/authorized_keys.d/ignition")).unwrap();
+    assert!(keys.contains("CompanionExampleKeyOnlyForTests"), "{keys}");
+    // the per-node file is there, the pool-only render would not have it
+    assert_eq!(
+        fs::read_to_string(root.join("etc/mco-companion/node.txt")).unwrap(),
+        "only worker-0\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("etc/mco-companion/zipped.txt")).unwrap(),
+        "hello"
+    );
+
+    // the appended files, as the node's first boot will read them
+    let annotations: Value = serde_json::from_slice(
+        &fs::read(root.join(NODE_ANNOTATIONS_PATH.trim_start_matches('/'))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        annotations["machineconfiguration.openshift.io/currentConfig"],
+        rendered.name()
+    );
+    assert_eq!(
+        annotations["machineconfiguration.openshift.io/state"],
+        "Done"
+    );
+    let content = MachineConfig::from_slice(
+        &fs::read(root.join(CONTENT_PATH.trim_start_matches('/'))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(content, rendered);
+    let encapsulated = MachineConfig::from_slice(
+        &fs::read(root.join(ENCAPSULATED_PATH.trim_start_matches('/'))).unwrap(),
+    )
+    .unwrap();
+    // Ignition 2.14 asks for spec 3.3.0
+    assert_eq!(
+        encapsulated.spec.config,
+        Some(json!({"ignition": {"version": "3.3.0"}}))
+    );
+    assert_eq!(encapsulated.spec.kernel_arguments, ["nosmt"]);
+    for appended in [NODE_ANNOTATIONS_PATH, CONTENT_PATH, ENCAPSULATED_PATH] {
+        assert_eq!(
+            mode_of(&root.join(appended.trim_start_matches('/'))),
+            0o644,
+            "{appended}"
+        );
+    }
+}
+
+#[test]
+fn ignition_refuses_a_server_signed_by_another_ca() {
+    let pki = Pki::new();
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let (other_ca, _, _) = issue("some other CA");
+    let run = IgnitionRun::new();
+    let (stage, out) = run
+        .run(&json!({
+            "ignition": {"version": "3.2.0", "timeouts": {"httpTotal": 5},
+                "config": {"merge": [{"source": server.url("/config/worker")}]},
+                "security": {"tls": {"certificateAuthorities": [{"source": format!(
+                    "data:;base64,{}", base64::engine::general_purpose::STANDARD.encode(other_ca))}]}}}
+        }))
+        .expect_err("Ignition must not trust a certificate from another CA");
+    assert_eq!(stage, "fetch");
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("certificate signed by unknown authority"),
+        "{log}"
+    );
+    assert!(!run.root().join("etc/mco-companion/hello.txt").exists());
+}
+
+fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("running curl (installed by tests/setup.sh)")
+}
+
+#[test]
+fn curl_with_without_and_with_the_wrong_ca() {
+    let pki = Pki::new();
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let url = server.url("/config/worker");
+    let ca = pki.ca();
+    let ca = ca.to_str().unwrap();
+
+    let ok = curl(&[
+        "--cacert",
+        ca,
+        "-H",
+        "Accept: application/vnd.coreos.ignition+json;version=3.1.0",
+        &url,
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let config: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(config["ignition"]["version"], "3.1.0");
+
+    // plain curl (Accept: */*) gets spec 2.2.0, like the MCS
+    let v2_body = curl(&["--cacert", ca, &url]).stdout;
+    let v2: Value = serde_json::from_slice(&v2_body).unwrap();
+    assert_eq!(v2["ignition"]["version"], "2.2.0");
+
+    let head = curl(&["--cacert", ca, "-I", &url]);
+    let head = String::from_utf8_lossy(&head.stdout).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}\r\n", v2_body.len())),
+        "{head}"
+    );
+
+    let none = curl(&[&url]);
+    assert_eq!(
+        none.status.code(),
+        Some(60),
+        "no CA: {}",
+        String::from_utf8_lossy(&none.stderr)
+    );
+
+    let other = tempfile::NamedTempFile::new().unwrap();
+    fs::write(other.path(), issue("wrong CA").0).unwrap();
+    let wrong = curl(&["--cacert", other.path().to_str().unwrap(), &url]);
+    assert_eq!(
+        wrong.status.code(),
+        Some(60),
+        "wrong CA: {}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+
+    // TLS below 1.2 is refused; HTTP/2 is not offered
+    let old = curl(&["--cacert", ca, "--tlsv1.1", "--tls-max", "1.1", &url]);
+    assert!(!old.status.success());
+    let h2 = curl(&[
+        "--cacert",
+        ca,
+        "--http2",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_version}",
+        &server.url("/healthz"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&h2.stdout), "1.1");
+}

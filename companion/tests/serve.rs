@@ -1,0 +1,312 @@
+//! The config server over real TLS connections: every spec, status codes, HEAD, node identity,
+//! appended files decoded, and hostile or broken clients that must not hurt it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Pki, Server, decoded_files, fixture_manifests};
+use machine_config::{MachineConfig, SpecVersion};
+use mco_companion::served::{CONTENT_PATH, ENCAPSULATED_PATH, NODE_ANNOTATIONS_PATH};
+use mco_companion::server::Limits;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn client(pki: &Pki) -> reqwest::Client {
+    install_ring();
+    reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).unwrap()])
+        .http1_only()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+fn install_ring() {
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn accept(spec: SpecVersion) -> String {
+    format!("application/vnd.coreos.ignition+json;version={spec}, */*;q=0.1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spec_with_appended_files() {
+    let pki = Pki::new();
+    let server = Server::start_async(&pki, &fixture_manifests(), Limits::default()).await;
+    let client = client(&pki);
+    let rendered = server
+        .source
+        .snapshot()
+        .config_for("worker", None)
+        .unwrap()
+        .clone();
+    for spec in SpecVersion::ALL {
+        let response = client
+            .get(server.url("/config/worker"))
+            .header("Accept", accept(spec))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{spec}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let length: usize = response.headers()["content-length"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let body = response.bytes().await.unwrap();
+        assert_eq!(body.len(), length);
+        let config: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(config["ignition"]["version"], spec.to_string());
+
+        let files = decoded_files(&config);
+        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            &paths[paths.len() - 3..],
+            [NODE_ANNOTATIONS_PATH, CONTENT_PATH, ENCAPSULATED_PATH],
+            "{spec}: appended last, encapsulated at the very end"
+        );
+        let contents = |p: &str| files.iter().find(|(path, _)| path == p).unwrap().1.clone();
+        assert_eq!(
+            contents("/etc/mco-companion/hello.txt"),
+            b"hello from the companion\n"
+        );
+        assert_eq!(contents("/etc/mco-companion/zipped.txt"), b"hello");
+        assert_eq!(contents("/etc/mco-companion/secret.conf"), b"key=value\n");
+        let annotations: Value = serde_json::from_slice(&contents(NODE_ANNOTATIONS_PATH)).unwrap();
+        assert_eq!(
+            annotations["machineconfiguration.openshift.io/desiredConfig"],
+            rendered.name()
+        );
+        let encapsulated = MachineConfig::from_slice(&contents(ENCAPSULATED_PATH)).unwrap();
+        assert_eq!(
+            encapsulated.spec.config,
+            Some(json!({"ignition": {"version": spec.to_string()}}))
+        );
+        assert_eq!(encapsulated.name(), rendered.name());
+        assert_eq!(
+            MachineConfig::from_slice(&contents(CONTENT_PATH))
+                .unwrap()
+                .name(),
+            rendered.name()
+        );
+
+        let head = client
+            .head(server.url("/config/worker"))
+            .header("Accept", accept(spec))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(head.status(), StatusCode::OK);
+        assert_eq!(
+            head.headers()["content-length"].to_str().unwrap(),
+            length.to_string()
+        );
+        assert!(head.bytes().await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_codes_and_node_identity_over_the_wire() {
+    let pki = Pki::new();
+    let server = Server::start_async(&pki, &fixture_manifests(), Limits::default()).await;
+    let client = client(&pki);
+    let status =
+        |method: reqwest::Method, path: &str, headers: Vec<(&'static str, &'static str)>| {
+            let mut request = client.request(method, server.url(path));
+            for (k, v) in headers {
+                request = request.header(k, v);
+            }
+            async move { request.send().await.unwrap().status() }
+        };
+    use reqwest::Method;
+    assert_eq!(
+        status(Method::GET, "/healthz", vec![]).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(Method::POST, "/healthz", vec![]).await,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(
+        status(Method::GET, "/config/nope", vec![]).await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        status(Method::PUT, "/config/worker", vec![]).await,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(
+        status(Method::GET, "/", vec![]).await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        status(Method::DELETE, "/", vec![]).await,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(
+        status(
+            Method::GET,
+            "/config/worker",
+            vec![(
+                "Accept",
+                "application/vnd.coreos.ignition+json;version=4.0.0"
+            )]
+        )
+        .await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        status(
+            Method::GET,
+            "/config/worker?node=a",
+            vec![("X-MCO-Node", "b")]
+        )
+        .await,
+        StatusCode::BAD_REQUEST
+    );
+
+    let files_for = |path: &'static str, header: Option<&'static str>| {
+        let mut request = client
+            .get(server.url(path))
+            .header("Accept", accept(SpecVersion::V3_4));
+        if let Some(node) = header {
+            request = request.header("X-MCO-Node", node);
+        }
+        async move {
+            let body: Value = request.send().await.unwrap().json().await.unwrap();
+            decoded_files(&body)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect::<Vec<_>>()
+        }
+    };
+    let node_file = "/etc/mco-companion/node.txt".to_string();
+    assert!(
+        files_for("/config/worker?node=worker-0", None)
+            .await
+            .contains(&node_file)
+    );
+    assert!(
+        files_for("/config/worker", Some("worker-0"))
+            .await
+            .contains(&node_file)
+    );
+    assert!(
+        !files_for("/config/worker", Some("worker-1"))
+            .await
+            .contains(&node_file)
+    );
+    assert!(!files_for("/config/worker", None).await.contains(&node_file));
+}
+
+/// Sends raw bytes on a plain connection and returns what the server answered before closing.
+async fn raw_exchange(port: u16, request: &[u8], linger: Duration) -> Vec<u8> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(linger, stream.read_to_end(&mut out)).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_slow_clients_do_not_hurt_the_server() {
+    let pki = Pki::new();
+    let limits = Limits {
+        handshake_timeout: Duration::from_millis(500),
+        header_read_timeout: Duration::from_millis(500),
+        max_header_bytes: 8192,
+        max_headers: 32,
+        ..Limits::default()
+    };
+    let server = Server::start_async(&pki, &fixture_manifests(), limits).await;
+    let plain = server.insecure_port;
+    let wait = Duration::from_secs(5);
+
+    let garbage = raw_exchange(plain, b"\x00\x01\x02 NOT HTTP AT ALL\r\n\r\n", wait).await;
+    assert!(
+        garbage.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&garbage)
+    );
+
+    let huge = format!(
+        "GET /config/worker HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    let answer = raw_exchange(plain, huge.as_bytes(), wait).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let answer = raw_exchange(
+        plain,
+        format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes(),
+        wait,
+    )
+    .await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    // a client that never finishes its headers is dropped after the header timeout
+    let started = std::time::Instant::now();
+    let slow = raw_exchange(plain, b"GET /config/worker HTTP/1.1\r\nHost: x\r\n", wait).await;
+    assert!(
+        started.elapsed() < wait,
+        "the server closed the idle connection"
+    );
+    assert!(
+        slow.is_empty() || slow.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&slow)
+    );
+
+    // on the TLS port: plain HTTP, then a client that never handshakes
+    let plaintext = raw_exchange(
+        server.port,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        wait,
+    )
+    .await;
+    assert!(!plaintext.starts_with(b"HTTP/1.1 200"));
+    let started = std::time::Instant::now();
+    let silent = raw_exchange(server.port, b"", wait).await;
+    assert!(
+        silent.is_empty() && started.elapsed() < wait,
+        "handshake timeout closes the connection"
+    );
+
+    // an HTTP/1.0 request and a request with a body still work; the server is alive
+    let old = raw_exchange(plain, b"GET /healthz HTTP/1.0\r\n\r\n", wait).await;
+    assert!(
+        old.starts_with(b"HTTP/1.0 200") || old.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&old)
+    );
+    let with_body = raw_exchange(
+        plain,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        wait,
+    )
+    .await;
+    assert!(
+        with_body.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&with_body)
+    );
+    let response = client(&pki)
+        .get(server.url("/config/worker"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
