@@ -8,10 +8,16 @@
 //! - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links for a root.
 //! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
 //! - [`cli`]: the `mco-agent` subcommands.
+//! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
+//! - [`logging`]: journald or stderr logging, set up once per binary.
+//! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
 
 pub mod apply;
 pub mod cli;
+pub mod host;
 pub mod input;
+pub mod logging;
+pub mod notify;
 pub mod once;
 pub mod rootfs;
 pub mod units;

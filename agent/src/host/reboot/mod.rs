@@ -1,0 +1,257 @@
+//! The `Rebooter` seam: reboot through logind, without losing a staged deployment and
+//! without bypassing inhibitor locks.
+//!
+//! Before asking logind to reboot, [`LogindRebooter`]
+//! 1. makes sure `ostree-finalize-staged.service` is active when a staged ostree deployment
+//!    exists: that unit writes the staged deployment out when it is stopped at shutdown, so
+//!    rebooting while it is inactive silently drops the update (the MCD works around the same
+//!    problem, OCPBUGS-51150, by ordering its reboot unit after the service);
+//! 2. reads logind's inhibitor locks: block locks on shutdown refuse the reboot, naming their
+//!    holders (logind would let root through them); delay locks are logged and honoured by
+//!    logind itself, which waits for them up to `InhibitDelayMaxUSec`;
+//! 3. records the reason in `/run/mco-agent/reboot-reason`;
+//! 4. calls `Reboot(false)`.
+
+mod fake;
+mod logind;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cap_std_ext::cap_std::{ambient_authority, fs::Dir};
+use cap_std_ext::dirext::CapStdExtDirExt;
+use tracing::{info, warn};
+
+use crate::host::systemd::{DbusSystemd, Systemd, SystemdError, UnitState};
+
+pub use fake::{FakeLoginManager, FakeRebooter};
+pub use logind::{DbusLoginManager, Inhibitor, LoginError, LoginManager};
+
+/// Writes a staged deployment out at shutdown (ostree-boot).
+pub const FINALIZE_STAGED_UNIT: &str = "ostree-finalize-staged.service";
+/// Present (relative to the root) while ostree has a staged deployment.
+pub const STAGED_DEPLOYMENT_MARKER: &str = "run/ostree/staged-deployment";
+/// Where the reason of the last requested reboot is recorded (relative to the root).
+pub const REBOOT_REASON_FILE: &str = "run/mco-agent/reboot-reason";
+
+#[async_trait]
+pub trait Rebooter: Send + Sync {
+    /// Reboots the host because of `reason`. Returns once the reboot is queued; the process
+    /// is normally stopped by the shutdown soon after.
+    async fn reboot(&self, reason: &str) -> Result<(), RebootError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RebootError {
+    #[error(
+        "refusing to reboot: a staged deployment exists but {unit} cannot be found \
+         (load state {load_state}); the deployment would be lost at shutdown"
+    )]
+    FinalizeServiceMissing {
+        unit: &'static str,
+        load_state: String,
+    },
+    #[error(
+        "refusing to reboot: a staged deployment exists but {unit} is {state} after starting it; \
+         the deployment would be lost at shutdown"
+    )]
+    FinalizeServiceInactive {
+        unit: &'static str,
+        state: UnitState,
+    },
+    #[error("refusing to reboot: could not make {unit} active for the staged deployment: {error}")]
+    FinalizeService {
+        unit: &'static str,
+        error: SystemdError,
+    },
+    #[error("could not check for a staged deployment at {}: {error}", path.display())]
+    StagedCheck { path: PathBuf, error: io::Error },
+    #[error("refusing to reboot: shutdown is blocked by inhibitor lock(s) held by {holders}")]
+    Blocked { holders: String },
+    #[error("refusing to reboot: could not list logind's inhibitor locks: {0}")]
+    ListInhibitors(LoginError),
+    #[error("could not record the reboot reason in {}: {error}", path.display())]
+    RecordReason { path: PathBuf, error: io::Error },
+    #[error("reboot through logind failed: {0}")]
+    Reboot(LoginError),
+}
+
+/// Whether a staged deployment exists, or how to find out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagedDeployment {
+    /// Look for `/run/ostree/staged-deployment` under the root (the default).
+    Detect,
+    /// The caller knows (from rpm-ostree) that one is staged.
+    Present,
+    /// The caller knows that none is staged.
+    Absent,
+}
+
+/// The real [`Rebooter`]: the checks above, then logind.
+pub struct LogindRebooter {
+    systemd: Arc<dyn Systemd>,
+    login: Arc<dyn LoginManager>,
+    root: PathBuf,
+    staged: StagedDeployment,
+}
+
+impl LogindRebooter {
+    /// `root` is where `/run` is looked up (`/` on a live host, `/proc/<pid>/root` for a
+    /// container).
+    pub fn new(
+        systemd: Arc<dyn Systemd>,
+        login: Arc<dyn LoginManager>,
+        root: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            systemd,
+            login,
+            root: root.into(),
+            staged: StagedDeployment::Detect,
+        }
+    }
+
+    /// systemd and logind on `conn`.
+    pub fn on_connection(conn: zbus::Connection, root: impl Into<PathBuf>) -> Self {
+        Self::new(
+            Arc::new(DbusSystemd::new(conn.clone())),
+            Arc::new(DbusLoginManager::new(conn)),
+            root,
+        )
+    }
+
+    pub fn with_staged_deployment(mut self, staged: StagedDeployment) -> Self {
+        self.staged = staged;
+        self
+    }
+
+    fn open_root(&self) -> io::Result<Dir> {
+        Dir::open_ambient_dir(&self.root, ambient_authority())
+    }
+
+    fn staged_deployment_exists(&self) -> Result<bool, RebootError> {
+        match self.staged {
+            StagedDeployment::Present => Ok(true),
+            StagedDeployment::Absent => Ok(false),
+            StagedDeployment::Detect => self
+                .open_root()
+                .and_then(|root| root.symlink_metadata_optional(STAGED_DEPLOYMENT_MARKER))
+                .map(|m| m.is_some())
+                .map_err(|error| RebootError::StagedCheck {
+                    path: self.root.join(STAGED_DEPLOYMENT_MARKER),
+                    error,
+                }),
+        }
+    }
+
+    /// Ensures `ostree-finalize-staged.service` is active, starting it if it is not.
+    async fn ensure_finalize_active(&self) -> Result<(), RebootError> {
+        let unit = FINALIZE_STAGED_UNIT;
+        let wrap = |error| RebootError::FinalizeService { unit, error };
+        let state = self.systemd.unit_active_state(unit).await.map_err(wrap)?;
+        if !state.is_found() {
+            return Err(RebootError::FinalizeServiceMissing {
+                unit,
+                load_state: state.load_state,
+            });
+        }
+        if state.active_state.is_active() {
+            info!(unit, "staged deployment: finalize service is active");
+            return Ok(());
+        }
+        warn!(unit, state = %state, "staged deployment but the finalize service is not active: starting it");
+        self.systemd.start_unit(unit).await.map_err(wrap)?;
+        let state = self.systemd.unit_active_state(unit).await.map_err(wrap)?;
+        if state.active_state.is_active() {
+            info!(unit, "staged deployment: finalize service started");
+            Ok(())
+        } else {
+            Err(RebootError::FinalizeServiceInactive { unit, state })
+        }
+    }
+
+    /// Refuses when block locks on shutdown exist; logs delay locks, which logind honours.
+    async fn check_inhibitors(&self) -> Result<(), RebootError> {
+        let locks = self
+            .login
+            .list_inhibitors()
+            .await
+            .map_err(RebootError::ListInhibitors)?;
+        let (block, delay): (Vec<_>, Vec<_>) = locks
+            .into_iter()
+            .filter(Inhibitor::inhibits_shutdown)
+            .partition(Inhibitor::is_block);
+        if !block.is_empty() {
+            let holders = block
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(RebootError::Blocked { holders });
+        }
+        if !delay.is_empty() {
+            let max_delay = match self.login.inhibit_delay_max().await {
+                Ok(d) => humantime::format_duration(d).to_string(),
+                Err(e) => format!("unknown ({e})"),
+            };
+            for lock in &delay {
+                info!(who = %lock.who, why = %lock.why, pid = lock.pid, max_delay = %max_delay,
+                    "a delay inhibitor lock holds the shutdown until released (logind waits at most max_delay)");
+            }
+        }
+        Ok(())
+    }
+
+    fn record_reason(&self, reason: &str) -> Result<(), RebootError> {
+        let wrap = |error| RebootError::RecordReason {
+            path: self.root.join(REBOOT_REASON_FILE),
+            error,
+        };
+        let root = self.open_root().map_err(wrap)?;
+        let dir = Path::new(REBOOT_REASON_FILE)
+            .parent()
+            .unwrap_or(Path::new("run"));
+        root.create_dir_all(dir).map_err(wrap)?;
+        root.atomic_write(REBOOT_REASON_FILE, format!("{}\n", one_line(reason)))
+            .map_err(wrap)
+    }
+}
+
+/// The reason as one line: a reason is free text from callers, the file holds one line.
+fn one_line(reason: &str) -> String {
+    reason
+        .split(['\n', '\r'])
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The reason recorded by the last reboot request under `root`, if any (it lives in `/run`,
+/// so it survives only while the reboot has not happened).
+pub fn recorded_reason(root: &Path) -> io::Result<Option<String>> {
+    let root = Dir::open_ambient_dir(root, ambient_authority())?;
+    match root.read_to_string(REBOOT_REASON_FILE) {
+        Ok(s) => Ok(Some(s.trim_end().to_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[async_trait]
+impl Rebooter for LogindRebooter {
+    async fn reboot(&self, reason: &str) -> Result<(), RebootError> {
+        if self.staged_deployment_exists()? {
+            self.ensure_finalize_active().await?;
+        }
+        self.check_inhibitors().await?;
+        self.record_reason(reason)?;
+        info!(reason, "initiating reboot through logind");
+        self.login.reboot().await.map_err(RebootError::Reboot)?;
+        info!("reboot queued");
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Logging setup, called once by each binary.
+//!
+//! Under systemd (`JOURNAL_STREAM` or `INVOCATION_ID` set) events go to journald with their
+//! fields as journal fields, prefixed `MCO_` (`unit = "crio.service"` becomes
+//! `MCO_UNIT=crio.service`), under a syslog identifier such as `mco-agent`. Otherwise they go
+//! to stderr in a compact format. The level comes from a command-line flag if given, else
+//! `RUST_LOG`, else `info`.
+//!
+//! Never log file contents or secrets: log paths, sizes, hashes and names instead.
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Journal fields of events are prefixed with this (`MCO_UNIT`, `MCO_CONFIG`, ...).
+pub const JOURNAL_FIELD_PREFIX: &str = "MCO";
+
+/// Where the logs went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogSink {
+    Journald,
+    Stderr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    #[error("invalid log level or filter {filter:?}: {message}")]
+    Filter { filter: String, message: String },
+    #[error("a logger is already installed in this process")]
+    AlreadyInstalled,
+}
+
+/// Whether systemd started this process with its output going to the journal.
+pub fn under_systemd() -> bool {
+    std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some()
+}
+
+fn filter(level: Option<&str>) -> Result<EnvFilter, LoggingError> {
+    let spec = match level {
+        Some(level) => level.to_owned(),
+        None => std::env::var("RUST_LOG")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "info".to_owned()),
+    };
+    EnvFilter::try_new(&spec).map_err(|e| LoggingError::Filter {
+        filter: spec,
+        message: e.to_string(),
+    })
+}
+
+/// Installs the process's logger. `identifier` is the syslog identifier in the journal
+/// (`mco-agent`, `mco-firstboot`); `level` is the command-line level or filter, if any
+/// (`debug`, `mco_agent=debug,info`).
+///
+/// When running under systemd but journald cannot be reached, logs go to stderr (which
+/// systemd also collects) and a warning says so.
+pub fn init(identifier: &str, level: Option<&str>) -> Result<LogSink, LoggingError> {
+    let filter = filter(level)?;
+    let registry = tracing_subscriber::registry().with(filter);
+    let journald_error = if under_systemd() {
+        match tracing_journald::layer() {
+            Ok(layer) => {
+                let layer = layer
+                    .with_syslog_identifier(identifier.to_owned())
+                    .with_field_prefix(Some(JOURNAL_FIELD_PREFIX.to_owned()));
+                registry
+                    .with(layer)
+                    .try_init()
+                    .map_err(|_| LoggingError::AlreadyInstalled)?;
+                return Ok(LogSink::Journald);
+            }
+            Err(e) => Some(e),
+        }
+    } else {
+        None
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .compact()
+        .with_writer(std::io::stderr);
+    registry
+        .with(stderr)
+        .try_init()
+        .map_err(|_| LoggingError::AlreadyInstalled)?;
+    if let Some(e) = journald_error {
+        tracing::warn!(error = %e, "running under systemd but journald is unreachable: logging to stderr");
+    }
+    Ok(LogSink::Stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_level_is_used_and_bad_filters_are_named() {
+        assert_eq!(filter(Some("debug")).expect("valid").to_string(), "debug");
+        assert_eq!(
+            filter(Some("mco_agent=trace,info"))
+                .expect("valid")
+                .to_string(),
+            "mco_agent=trace,info"
+        );
+        let err = filter(Some("mco_agent=loud")).expect_err("invalid level");
+        assert!(err.to_string().contains("\"mco_agent=loud\""), "{err}");
+    }
+}
