@@ -8,6 +8,7 @@
 //!
 //! Never log file contents or secrets: log paths, sizes, hashes and names instead.
 
+use tracing_journald::{Priority, PriorityMappings};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -61,7 +62,15 @@ pub fn init(identifier: &str, level: Option<&str>) -> Result<LogSink, LoggingErr
     let journald_error = if under_systemd() {
         match tracing_journald::layer() {
             Ok(layer) => {
+                // syslog's usual meaning (journalctl -p info shows info and above); the crate's
+                // default would log info as notice.
+                let priorities = PriorityMappings {
+                    info: Priority::Informational,
+                    debug: Priority::Debug,
+                    ..PriorityMappings::new()
+                };
                 let layer = layer
+                    .with_priority_mappings(priorities)
                     .with_syslog_identifier(identifier.to_owned())
                     .with_field_prefix(Some(JOURNAL_FIELD_PREFIX.to_owned()));
                 registry

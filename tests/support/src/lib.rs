@@ -1,5 +1,7 @@
-//! Test support, never shipped: shared fixtures (a private system bus, an ostree sysroot) and
-//! stand-ins for services these machines do not have (rpm-ostree).
+//! Test support, never shipped: shared fixtures (a private system bus, an ostree sysroot, a
+//! booted systemd container) and stand-ins for services these machines do not have (rpm-ostree).
 
+pub mod child;
 pub mod dbus;
+pub mod nspawn;
 pub mod sysroot;
