@@ -4,6 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tests/setup.sh
 
+# The Debian rootfs the nspawn-tier tests boot (systemd, logind, journald in a container);
+# a no-op when current. The tests would build it themselves, but one at a time under a lock.
+tests/vm/build-image.sh rootfs
+
 # Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see README "What is real").
 cargo nextest run --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc

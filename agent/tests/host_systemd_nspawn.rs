@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use mco_agent::host::systemd::{ActiveState, DbusSystemd, JobKind, Systemd, SystemdError};
+use mco_agent::units::EnablementPlan;
 use mco_test_support::nspawn::{self, Container, Options};
 
 fn boot() -> Option<Container> {
@@ -42,39 +43,89 @@ async fn unit_files_enable_disable_mask_unmask_preset() {
         )
         .expect("unit file");
     container
-        .write_file("/etc/systemd/system-preset/10-mco-test.preset", &format!("enable {unit}\n"))
+        .write_file(
+            "/etc/systemd/system-preset/10-mco-test.preset",
+            &format!("enable {unit}\n"),
+        )
         .expect("preset");
-    let wants_link = container.root().join(format!("etc/systemd/system/multi-user.target.wants/{unit}"));
+    let wants_link = container
+        .root()
+        .join(format!("etc/systemd/system/multi-user.target.wants/{unit}"));
     let mask_link = container.root().join(format!("etc/systemd/system/{unit}"));
 
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "disabled");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "disabled"
+    );
 
     let changes = systemd.enable_unit_files(&[unit]).await.expect("enable");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "enabled");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "enabled"
+    );
     assert!(
-        changes.iter().any(|c| c.kind == "symlink" && c.path.ends_with(&format!("multi-user.target.wants/{unit}"))),
+        changes
+            .iter()
+            .any(|c| c.kind == "symlink"
+                && c.path.ends_with(&format!("multi-user.target.wants/{unit}"))),
         "{changes:?}"
     );
-    assert!(wants_link.symlink_metadata().is_ok(), "no {}", wants_link.display());
+    assert!(
+        wants_link.symlink_metadata().is_ok(),
+        "no {}",
+        wants_link.display()
+    );
 
     let changes = systemd.disable_unit_files(&[unit]).await.expect("disable");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "disabled");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "disabled"
+    );
     assert!(changes.iter().any(|c| c.kind == "unlink"), "{changes:?}");
     assert!(wants_link.symlink_metadata().is_err());
 
     systemd.mask_unit_files(&[unit]).await.expect("mask");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "masked");
-    assert_eq!(std::fs::read_link(&mask_link).expect("mask link"), std::path::Path::new("/dev/null"));
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "masked"
+    );
+    assert_eq!(
+        std::fs::read_link(&mask_link).expect("mask link"),
+        std::path::Path::new("/dev/null")
+    );
 
     systemd.unmask_unit_files(&[unit]).await.expect("unmask");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "disabled");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "disabled"
+    );
     assert!(mask_link.symlink_metadata().is_err());
 
     systemd.preset_unit_files(&[unit]).await.expect("preset");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "enabled");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "enabled"
+    );
 
-    let missing = systemd.enable_unit_files(&["mco-missing.service"]).await.expect_err("no such unit file");
-    assert!(missing.to_string().contains("mco-missing.service"), "{missing}");
+    // The apply step's UnitEnablement, on a live host.
+    let plan = EnablementPlan {
+        disable: vec![unit.to_owned()],
+        ..EnablementPlan::default()
+    };
+    plan.run(&systemd).await.expect("enablement plan");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "disabled"
+    );
+
+    let missing = systemd
+        .enable_unit_files(&["mco-missing.service"])
+        .await
+        .expect_err("no such unit file");
+    assert!(
+        missing.to_string().contains("mco-missing.service"),
+        "{missing}"
+    );
 }
 
 #[tokio::test]
@@ -83,11 +134,20 @@ async fn mask_refuses_to_replace_a_unit_file_in_etc() {
     let systemd = systemd_of(&container).await;
     let unit = "mco-local.service";
     container
-        .write_file(&format!("/etc/systemd/system/{unit}"), "[Service]\nExecStart=/bin/true\n")
+        .write_file(
+            &format!("/etc/systemd/system/{unit}"),
+            "[Service]\nExecStart=/bin/true\n",
+        )
         .expect("unit file");
-    let err = systemd.mask_unit_files(&[unit]).await.expect_err("a real file is in the way");
+    let err = systemd
+        .mask_unit_files(&[unit])
+        .await
+        .expect_err("a real file is in the way");
     assert!(err.to_string().contains(unit), "{err}");
-    assert_eq!(systemd.unit_file_state(unit).await.expect("state"), "static");
+    assert_eq!(
+        systemd.unit_file_state(unit).await.expect("state"),
+        "static"
+    );
 }
 
 #[tokio::test]
@@ -97,14 +157,20 @@ async fn daemon_reload_picks_up_changed_unit_files() {
     let unit = "mco-reload.service";
     let path = format!("/etc/systemd/system/{unit}");
     container
-        .write_file(&path, "[Unit]\nDescription=before\n[Service]\nExecStart=/bin/sleep infinity\n")
+        .write_file(
+            &path,
+            "[Unit]\nDescription=before\n[Service]\nExecStart=/bin/sleep infinity\n",
+        )
         .expect("unit file");
     systemd.daemon_reload().await.expect("daemon-reload");
     systemd.start_unit(unit).await.expect("start");
     assert_eq!(show(&container, unit, "Description"), "before");
 
     container
-        .write_file(&path, "[Unit]\nDescription=after\n[Service]\nExecStart=/bin/sleep infinity\n")
+        .write_file(
+            &path,
+            "[Unit]\nDescription=after\n[Service]\nExecStart=/bin/sleep infinity\n",
+        )
         .expect("unit file");
     assert_eq!(show(&container, unit, "NeedDaemonReload"), "yes");
     systemd.daemon_reload().await.expect("daemon-reload");
@@ -118,12 +184,18 @@ async fn restart_replaces_the_main_process_and_waits_for_the_job() {
     let systemd = systemd_of(&container).await;
     let unit = "mco-restart.service";
     container
-        .write_file(&format!("/etc/systemd/system/{unit}"), "[Service]\nExecStart=/bin/sleep infinity\n")
+        .write_file(
+            &format!("/etc/systemd/system/{unit}"),
+            "[Service]\nExecStart=/bin/sleep infinity\n",
+        )
         .expect("unit file");
     systemd.daemon_reload().await.expect("daemon-reload");
 
     let before = systemd.unit_active_state(unit).await.expect("state");
-    assert_eq!((before.load_state.as_str(), &before.active_state), ("loaded", &ActiveState::Inactive));
+    assert_eq!(
+        (before.load_state.as_str(), &before.active_state),
+        ("loaded", &ActiveState::Inactive)
+    );
     systemd.start_unit(unit).await.expect("start");
     let first_pid = show(&container, unit, "MainPID");
     systemd.restart_unit(unit).await.expect("restart");
@@ -132,7 +204,10 @@ async fn restart_replaces_the_main_process_and_waits_for_the_job() {
     assert_ne!(second_pid, "0");
     assert_ne!(first_pid, second_pid, "restart kept the same main process");
     let after = systemd.unit_active_state(unit).await.expect("state");
-    assert_eq!((after.active_state, after.sub_state.as_str()), (ActiveState::Active, "running"));
+    assert_eq!(
+        (after.active_state, after.sub_state.as_str()),
+        (ActiveState::Active, "running")
+    );
 }
 
 #[tokio::test]
@@ -141,16 +216,25 @@ async fn a_failing_restart_is_an_error_naming_unit_and_result() {
     let systemd = systemd_of(&container).await;
     let unit = "mco-broken.service";
     container
-        .write_file(&format!("/etc/systemd/system/{unit}"), "[Service]\nType=oneshot\nExecStart=/bin/false\n")
+        .write_file(
+            &format!("/etc/systemd/system/{unit}"),
+            "[Service]\nType=oneshot\nExecStart=/bin/false\n",
+        )
         .expect("unit file");
     systemd.daemon_reload().await.expect("daemon-reload");
 
-    let err = systemd.restart_unit(unit).await.expect_err("the unit fails");
+    let err = systemd
+        .restart_unit(unit)
+        .await
+        .expect_err("the unit fails");
     assert!(
         matches!(&err, SystemdError::JobFailed { kind: JobKind::Restart, unit: u, result } if u == unit && result == "failed"),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "restart of mco-broken.service ended with result 'failed'");
+    assert_eq!(
+        err.to_string(),
+        "restart of mco-broken.service ended with result 'failed'"
+    );
     let state = systemd.unit_active_state(unit).await.expect("state");
     assert_eq!(state.active_state, ActiveState::Failed);
 }
@@ -166,16 +250,29 @@ async fn reload_needs_exec_reload() {
         )
         .expect("unit file");
     container
-        .write_file("/etc/systemd/system/mco-plain.service", "[Service]\nExecStart=/bin/sleep infinity\n")
+        .write_file(
+            "/etc/systemd/system/mco-plain.service",
+            "[Service]\nExecStart=/bin/sleep infinity\n",
+        )
         .expect("unit file");
     systemd.daemon_reload().await.expect("daemon-reload");
     for unit in ["mco-reloadable.service", "mco-plain.service"] {
         systemd.start_unit(unit).await.expect("start");
     }
 
-    systemd.reload_unit("mco-reloadable.service").await.expect("reload");
-    let err = systemd.reload_unit("mco-plain.service").await.expect_err("no ExecReload");
-    assert_eq!(err.dbus_name(), Some("org.freedesktop.systemd1.JobTypeNotApplicable"), "{err}");
+    systemd
+        .reload_unit("mco-reloadable.service")
+        .await
+        .expect("reload");
+    let err = systemd
+        .reload_unit("mco-plain.service")
+        .await
+        .expect_err("no ExecReload");
+    assert_eq!(
+        err.dbus_name(),
+        Some("org.freedesktop.systemd1.JobTypeNotApplicable"),
+        "{err}"
+    );
     assert!(err.to_string().contains("mco-plain.service"), "{err}");
 }
 
@@ -183,14 +280,29 @@ async fn reload_needs_exec_reload() {
 async fn active_state_of_loaded_unloaded_and_missing_units() {
     let Some(container) = boot() else { return };
     let systemd = systemd_of(&container).await;
-    let dbus = systemd.unit_active_state("dbus.service").await.expect("dbus");
+    let dbus = systemd
+        .unit_active_state("dbus.service")
+        .await
+        .expect("dbus");
     assert_eq!(dbus.active_state, ActiveState::Active);
     // Never started, so not loaded yet: GetUnit fails and LoadUnit is needed.
-    let finalize = systemd.unit_active_state("ostree-finalize-staged.service").await.expect("finalize");
-    assert_eq!((finalize.load_state.as_str(), finalize.active_state), ("loaded", ActiveState::Inactive));
-    let missing = systemd.unit_active_state("mco-missing.service").await.expect("missing");
+    let finalize = systemd
+        .unit_active_state("ostree-finalize-staged.service")
+        .await
+        .expect("finalize");
+    assert_eq!(
+        (finalize.load_state.as_str(), finalize.active_state),
+        ("loaded", ActiveState::Inactive)
+    );
+    let missing = systemd
+        .unit_active_state("mco-missing.service")
+        .await
+        .expect("missing");
     assert!(!missing.is_found(), "{missing}");
-    let err = systemd.start_unit("mco-missing.service").await.expect_err("cannot start a missing unit");
+    let err = systemd
+        .start_unit("mco-missing.service")
+        .await
+        .expect_err("cannot start a missing unit");
     assert!(err.to_string().contains("mco-missing.service"), "{err}");
 }
 
@@ -215,7 +327,15 @@ async fn the_system_bus_address_is_taken_from_the_environment() {
 #[ignore = "child of the_system_bus_address_is_taken_from_the_environment"]
 async fn child_uses_the_system_bus_address() {
     mco_test_support::child::assert_child("the_system_bus_address_is_taken_from_the_environment");
-    let systemd = DbusSystemd::system().await.expect("connect through DBUS_SYSTEM_BUS_ADDRESS");
+    let systemd = DbusSystemd::system()
+        .await
+        .expect("connect through DBUS_SYSTEM_BUS_ADDRESS");
     // The host has no systemd at all: an answer can only come from the container.
-    assert_eq!(systemd.unit_file_state("ostree-finalize-staged.path").await.expect("state"), "enabled");
+    assert_eq!(
+        systemd
+            .unit_file_state("ostree-finalize-staged.path")
+            .await
+            .expect("state"),
+        "enabled"
+    );
 }

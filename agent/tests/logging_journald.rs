@@ -56,7 +56,11 @@ fn structured_fields_reach_the_journal() {
         .args(["-o", "json", "--no-pager", "SYSLOG_IDENTIFIER=mco-agent"])
         .output()
         .expect("journalctl");
-    assert!(json.status.success(), "journalctl: {}", String::from_utf8_lossy(&json.stderr));
+    assert!(
+        json.status.success(),
+        "journalctl: {}",
+        String::from_utf8_lossy(&json.stderr)
+    );
     let entries: Vec<Value> = String::from_utf8_lossy(&json.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("journalctl json line"))
@@ -81,8 +85,15 @@ fn structured_fields_reach_the_journal() {
     }
     assert_eq!(by_message("drain is slow")["PRIORITY"], "4");
     assert_eq!(by_message("debug detail")["PRIORITY"], "7");
-    assert_eq!(by_message("debug detail")["MCO_CONFIG"], "rendered-worker-1", "span fields apply to every event");
-    assert!(entries.iter().all(|e| e["MESSAGE"] != "trace detail"), "the level filter let trace through");
+    assert_eq!(
+        by_message("debug detail")["MCO_CONFIG"],
+        "rendered-worker-1",
+        "span fields apply to every event"
+    );
+    assert!(
+        entries.iter().all(|e| e["MESSAGE"] != "trace detail"),
+        "the level filter let trace through"
+    );
 }
 
 /// Starts journald in this (private) mount namespace with tmpfs over /run and the persistent
@@ -90,16 +101,25 @@ fn structured_fields_reach_the_journal() {
 fn private_journald() -> Child {
     for dir in ["/run", "/var/log/journal"] {
         std::fs::create_dir_all(dir).expect("mount point");
-        let status = Command::new("mount").args(["-t", "tmpfs", "tmpfs", dir]).status().expect("mount");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs", dir])
+            .status()
+            .expect("mount");
         assert!(status.success(), "mount tmpfs on {dir}");
     }
     for dir in ["/run/systemd/journal", "/run/log/journal"] {
         std::fs::create_dir_all(dir).expect("journal dirs");
     }
-    let journald = Command::new(JOURNALD).stdin(Stdio::null()).spawn().expect("start journald");
+    let journald = Command::new(JOURNALD)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start journald");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !Path::new("/run/systemd/journal/socket").exists() {
-        assert!(Instant::now() < deadline, "journald did not create its socket");
+        assert!(
+            Instant::now() < deadline,
+            "journald did not create its socket"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     journald
@@ -112,16 +132,27 @@ fn child_logs_to_private_journald() {
     let out = std::env::var_os(OUT_ENV).expect("output directory");
     let mut journald = private_journald();
 
-    assert_eq!(logging::init("mco-agent", Some("debug")).expect("init"), LogSink::Journald);
+    assert_eq!(
+        logging::init("mco-agent", Some("debug")).expect("init"),
+        LogSink::Journald
+    );
     let span = tracing::info_span!("update", config = "rendered-worker-1");
     span.in_scope(|| {
-        tracing::info!(state = "Done", unit = "crio.service", path = "/etc/crio/crio.conf", "update complete");
+        tracing::info!(
+            state = "Done",
+            unit = "crio.service",
+            path = "/etc/crio/crio.conf",
+            "update complete"
+        );
         tracing::warn!(node = "worker-0", "drain is slow");
         tracing::debug!("debug detail");
         tracing::trace!("trace detail");
     });
 
-    let synced = Command::new("journalctl").arg("--sync").status().expect("journalctl --sync");
+    let synced = Command::new("journalctl")
+        .arg("--sync")
+        .status()
+        .expect("journalctl --sync");
     assert!(synced.success(), "journalctl --sync");
     let copied = Command::new("cp")
         .args(["-r", "/run/log/journal"])

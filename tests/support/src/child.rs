@@ -14,8 +14,14 @@ pub const CHILD_ENV: &str = "MCO_TEST_CHILD";
 pub fn test_command(name: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new(exe);
-    cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1");
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, "1");
     cmd
 }
 

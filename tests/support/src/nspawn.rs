@@ -45,11 +45,16 @@ fn builder_unavailable(builder: &Path) -> Option<String> {
     }
     for program in ["systemd-nspawn", "debootstrap", "nsenter"] {
         if !on_path(program) {
-            return Some(format!("{program} is not installed (tests/setup.sh installs it)"));
+            return Some(format!(
+                "{program} is not installed (tests/setup.sh installs it)"
+            ));
         }
     }
     if !builder.is_file() {
-        return Some(format!("the rootfs builder {} is missing", builder.display()));
+        return Some(format!(
+            "the rootfs builder {} is missing",
+            builder.display()
+        ));
     }
     None
 }
@@ -60,7 +65,10 @@ pub fn rootfs() -> Result<Option<PathBuf>> {
     if let Some(explicit) = std::env::var_os("MCO_TEST_ROOTFS") {
         let path = PathBuf::from(explicit);
         if !path.join("etc/os-release").exists() && !path.join("usr/lib/os-release").exists() {
-            bail!("MCO_TEST_ROOTFS={} is not a root file system (no os-release)", path.display());
+            bail!(
+                "MCO_TEST_ROOTFS={} is not a root file system (no os-release)",
+                path.display()
+            );
         }
         return Ok(Some(path));
     }
@@ -101,7 +109,10 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         // ~1 s on an idle machine; generous for 2 cores shared with builds.
-        Self { binds: Vec::new(), boot_timeout: Duration::from_secs(60) }
+        Self {
+            binds: Vec::new(),
+            boot_timeout: Duration::from_secs(60),
+        }
     }
 }
 
@@ -120,14 +131,24 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 impl Container {
     /// Boots `rootfs` and waits until systemd reports `running` or `degraded`.
     pub fn boot(rootfs: &Path, options: &Options) -> Result<Self> {
-        let name = format!("mcotest-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "mcotest-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
         let logdir = tempfile::tempdir().context("temp dir for the container log")?;
         let log = logdir.path().join("nspawn.log");
         let log_file = File::create(&log).context("container log")?;
         let mut cmd = Command::new("systemd-nspawn");
         cmd.arg("-D")
             .arg(rootfs)
-            .args(["--volatile=overlay", "--boot", "--register=no", "--keep-unit", "--console=pipe"])
+            .args([
+                "--volatile=overlay",
+                "--boot",
+                "--register=no",
+                "--keep-unit",
+                "--console=pipe",
+            ])
             .arg(format!("--machine={name}"));
         for (host, guest) in &options.binds {
             cmd.arg(format!("--bind={}:{guest}", host.display()));
@@ -138,8 +159,14 @@ impl Container {
             .stderr(log_file)
             .spawn()
             .context("starting systemd-nspawn")?;
-        let mut container =
-            Self { nspawn, leader: 0, name, log, _logdir: logdir, exit: None };
+        let mut container = Self {
+            nspawn,
+            leader: 0,
+            name,
+            log,
+            _logdir: logdir,
+            exit: None,
+        };
         container.wait_booted(options.boot_timeout)?;
         Ok(container)
     }
@@ -150,7 +177,10 @@ impl Container {
         loop {
             if let Some(status) = self.nspawn.try_wait()? {
                 self.exit = Some(status);
-                bail!("systemd-nspawn exited during boot ({status}):\n{}", self.log_tail());
+                bail!(
+                    "systemd-nspawn exited during boot ({status}):\n{}",
+                    self.log_tail()
+                );
             }
             // nspawn's first child sets up namespaces and exits once the container's init,
             // reparented to nspawn, runs: look the child up again until systemd answers.
@@ -201,7 +231,10 @@ impl Container {
 
     /// A D-Bus address for the container's system bus (uid 0 on both sides: EXTERNAL auth works).
     pub fn bus_address(&self) -> String {
-        format!("unix:path=/proc/{}/root/run/dbus/system_bus_socket", self.leader)
+        format!(
+            "unix:path=/proc/{}/root/run/dbus/system_bus_socket",
+            self.leader
+        )
     }
 
     /// Runs a command in all of the container's namespaces.
@@ -232,7 +265,8 @@ impl Container {
     pub fn write_file(&self, path: &str, contents: &str) -> Result<()> {
         let path = self.root().join(path.trim_start_matches('/'));
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
         }
         std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
     }
@@ -249,7 +283,10 @@ impl Container {
                 continue;
             }
             if Instant::now() > deadline {
-                bail!("container still running after {timeout:?}:\n{}", self.log_tail());
+                bail!(
+                    "container still running after {timeout:?}:\n{}",
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -281,7 +318,9 @@ impl Drop for Container {
         // looked up afresh as nspawn's child each time, so a reused PID is never signalled.
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.is_running() && Instant::now() < deadline {
-            if let Some(pid) = child_of(self.nspawn.id()).and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            if let Some(pid) =
+                child_of(self.nspawn.id()).and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -5,6 +5,7 @@
 //! unit states in memory and records calls, for unit tests of callers.
 
 mod dbus;
+mod enablement;
 mod fake;
 
 use std::fmt;
