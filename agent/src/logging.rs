@@ -4,7 +4,8 @@
 //! fields as journal fields, prefixed `MCO_` (`unit = "crio.service"` becomes
 //! `MCO_UNIT=crio.service`), under a syslog identifier such as `mco-agent`. Otherwise they go
 //! to stderr in a compact format. The level comes from a command-line flag if given, else
-//! `RUST_LOG`, else `info`.
+//! `RUST_LOG`, else the binary's default (`info` for the daemon, `warn` for interactive commands
+//! whose output is their result).
 //!
 //! Never log file contents or secrets: log paths, sizes, hashes and names instead.
 
@@ -36,13 +37,13 @@ pub fn under_systemd() -> bool {
     std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some()
 }
 
-fn filter(level: Option<&str>) -> Result<EnvFilter, LoggingError> {
+fn filter(level: Option<&str>, default_level: &str) -> Result<EnvFilter, LoggingError> {
     let spec = match level {
         Some(level) => level.to_owned(),
         None => std::env::var("RUST_LOG")
             .ok()
             .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "info".to_owned()),
+            .unwrap_or_else(|| default_level.to_owned()),
     };
     EnvFilter::try_new(&spec).map_err(|e| LoggingError::Filter {
         filter: spec,
@@ -52,12 +53,16 @@ fn filter(level: Option<&str>) -> Result<EnvFilter, LoggingError> {
 
 /// Installs the process's logger. `identifier` is the syslog identifier in the journal
 /// (`mco-agent`, `mco-firstboot`); `level` is the command-line level or filter, if any
-/// (`debug`, `mco_agent=debug,info`).
+/// (`debug`, `mco_agent=debug,info`); without one, `RUST_LOG` or else `default_level` applies.
 ///
 /// When running under systemd but journald cannot be reached, logs go to stderr (which
 /// systemd also collects) and a warning says so.
-pub fn init(identifier: &str, level: Option<&str>) -> Result<LogSink, LoggingError> {
-    let filter = filter(level)?;
+pub fn init(
+    identifier: &str,
+    level: Option<&str>,
+    default_level: &str,
+) -> Result<LogSink, LoggingError> {
+    let filter = filter(level, default_level)?;
     let registry = tracing_subscriber::registry().with(filter);
     let journald_error = if under_systemd() {
         match tracing_journald::layer() {
@@ -102,15 +107,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn explicit_level_is_used_and_bad_filters_are_named() {
-        assert_eq!(filter(Some("debug")).expect("valid").to_string(), "debug");
-        assert_eq!(
-            filter(Some("mco_agent=trace,info"))
-                .expect("valid")
-                .to_string(),
-            "mco_agent=trace,info"
-        );
-        let err = filter(Some("mco_agent=loud")).expect_err("invalid level");
+    fn explicit_level_wins_and_bad_filters_are_named() {
+        for (level, want) in [
+            (Some("debug"), "debug"),
+            (Some("mco_agent=trace,info"), "mco_agent=trace,info"),
+        ] {
+            assert_eq!(filter(level, "warn").expect("valid").to_string(), want);
+        }
+        let err = filter(Some("mco_agent=loud"), "info").expect_err("invalid level");
         assert!(err.to_string().contains("\"mco_agent=loud\""), "{err}");
     }
 }

@@ -133,7 +133,7 @@ fn child_logs_to_private_journald() {
     let mut journald = private_journald();
 
     assert_eq!(
-        logging::init("mco-agent", Some("debug")).expect("init"),
+        logging::init("mco-agent", Some("debug"), "info").expect("init"),
         LogSink::Journald
     );
     let span = tracing::info_span!("update", config = "rendered-worker-1");
