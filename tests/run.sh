@@ -12,6 +12,10 @@ tests/vm/build-image.sh rootfs
 cargo nextest run --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 
+# Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
+# policy, RPM build and install, Containerfile inputs.
+tests/packaging.sh
+
 # qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest; after the
 # cargo tests so that no build competes with the VMs for the cores (tests/vm/README.md).
 tests/vm/run.sh

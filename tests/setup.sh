@@ -12,7 +12,7 @@ packages=(
   # systemctl --root: the oracle for offline unit enablement
   systemd
   # packaging checks
-  rpm selinux-policy-dev checkpolicy semodule-utils setools
+  rpm selinux-policy-dev checkpolicy semodule-utils policycoreutils selinux-utils setools bzip2
   # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
   # benchmarks
