@@ -11,6 +11,8 @@
 //! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
 //! - [`logging`]: journald or stderr logging, set up once per binary.
 //! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
+//! - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions), the
+//!   booted deployment read with libostree, and the MCD's OS checks.
 
 pub mod apply;
 pub mod cli;
@@ -19,6 +21,7 @@ pub mod input;
 pub mod logging;
 pub mod notify;
 pub mod once;
+pub mod os;
 pub mod rootfs;
 pub mod units;
 pub mod validate;

@@ -4,4 +4,5 @@
 pub mod child;
 pub mod dbus;
 pub mod nspawn;
+pub mod rpmostreed;
 pub mod sysroot;

@@ -222,7 +222,8 @@ impl TestSysroot {
             format!("--os={}", self.osname),
             "--karg-none".into(),
         ];
-        args.extend(kargs.iter().map(|k| format!("--karg={k}")));
+        // --karg-append keeps repeated arguments (--karg=K=V would replace all values of K).
+        args.extend(kargs.iter().map(|k| format!("--karg-append={k}")));
         args.push(rev.into());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.ostree(&args)?;

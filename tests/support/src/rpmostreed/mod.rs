@@ -1,0 +1,64 @@
+//! An rpm-ostree stand-in: `org.projectatomic.rpmostree1` over a real ostree sysroot.
+//!
+//! rpm-ostree cannot be installed on these machines (test-infra.md §2). This daemon implements
+//! the part of its D-Bus API the agent uses, as `org.projectatomic.rpmostree1.xml` declares it
+//! (names, signatures, option keys, object paths, errors) and with rpm-ostreed's transaction
+//! model (see [`txn`]):
+//!
+//! - `Sysroot` at `/org/projectatomic/rpmostree1/Sysroot`: `RegisterClient`, `UnregisterClient`,
+//!   `Reload`, `ReloadConfig`, `GetOS`; properties `Booted`, `Path`, `ActiveTransaction`,
+//!   `ActiveTransactionPath`, `AutomaticUpdatePolicy`, `Deployments`.
+//! - `OS` at `/org/projectatomic/rpmostree1/<os>`: `KernelArgs`, `Rebase`, `UpdateDeployment`,
+//!   `Cleanup`, `FinalizeDeployment` (each returns a transaction address),
+//!   `GetDeploymentBootConfig`; properties `BootedDeployment`, `DefaultDeployment`,
+//!   `RollbackDeployment`, `Name`, `CachedUpdate`, `HasCachedUpdateRpmDiff`.
+//! - One transaction at a time: a different call while one is active fails with rpm-ostreed's
+//!   `Transaction in progress: <title>` (`G_IO_ERROR_BUSY`); the very same call joins it.
+//! - uid 0 is authorised for everything; other users are refused (there is no polkit).
+//!
+//! Every change is a real libostree deployment: staged when the sysroot is booted (as on the
+//! VM guest, where `ostree-finalize-staged.service` finalizes it at shutdown), otherwise written
+//! as the new default. `Deployments` and `GetDeploymentBootConfig` are read from the sysroot.
+//! Where rpm-ostree would need things these machines lack, the stand-in does this instead:
+//! - container images: mapped to local commits ([`origin`] documents the `--image-map` file and
+//!   the `mco-image/sha256/<digest>` refs); the origin records `container-image-reference`
+//!   exactly as rpm-ostree does, and `Deployments` reports it (plus
+//!   `container-image-reference-digest` when the reference is pinned by digest);
+//! - packages: no RPMs are installed; kernel-type overrides and extensions are recorded in the
+//!   new deployment's origin (`[packages] requested=`, `[overrides] remove=`) and reported as
+//!   `requested-packages`, `requested-base-removals` and `packages`;
+//! - the old refspec is not purged after a rebase (`skip-purge` is always in effect);
+//! - reboots (`reboot` options, `FinalizeDeployment`) are requested from logind on the bus;
+//! - `Cleanup` on a sysroot that is not booted anchors "pending" and "rollback" at libostree's
+//!   merge deployment instead of the (absent) booted one.
+
+mod daemon;
+pub mod error;
+pub mod ops;
+pub mod origin;
+mod os_iface;
+pub mod snapshot;
+mod sysroot_iface;
+pub mod txn;
+
+pub use daemon::{BASE_PATH, BUS_NAME, Config, Daemon, SYSROOT_PATH, os_object_path};
+
+use anyhow::{Context, Result};
+
+/// Runs the stand-in on the system bus (`DBUS_SYSTEM_BUS_ADDRESS` is honoured) until SIGTERM
+/// or SIGINT.
+pub async fn run(config: Config) -> Result<()> {
+    let conn = zbus::Connection::system()
+        .await
+        .context("connecting to the system bus")?;
+    let daemon = Daemon::start(config, conn).await?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+    }
+    tracing::info!("rpm-ostree stand-in exiting");
+    daemon.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,570 @@
+//! The work of each transaction, on a locked libostree sysroot (run on the transaction's own
+//! thread, as rpm-ostreed runs it on a worker thread).
+//!
+//! New deployments follow rpm-ostree's upgrader: the base and kernel arguments come from the
+//! "origin merge" deployment (the first deployment of the OS: the pending one when there is one),
+//! /etc merges from libostree's merge deployment (the booted one), and the deployment is
+//! *staged* when the sysroot is booted, otherwise written as the new default (pending). Kernel
+//! arguments are always passed in full (`override_kernel_argv`), computed with libostree's own
+//! `OstreeKernelArgs`, which also avoids the CLI's multi-`--karg-delete` bug.
+//!
+//! Packages are not installed: there are no RPMs here. Layering requests and base removals are
+//! recorded in the new deployment's origin exactly as rpm-ostree records them, with
+//! rpm-ostree's errors for requests that are already (or not) in place.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ostree::gio;
+
+use super::origin::{Base, Origin, image_candidates, image_digest, image_name};
+use super::snapshot::STAGED_LOCKED_PATH;
+
+/// One transaction's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    KernelArgs(KargsOp),
+    Deploy(DeployOp),
+    Cleanup(CleanupOp),
+    Finalize(FinalizeOp),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KargsOp {
+    pub existing: String,
+    pub added: Vec<String>,
+    pub replaced: Vec<String>,
+    pub removed: Vec<String>,
+    pub append_if_missing: Vec<String>,
+    pub delete_if_present: Vec<String>,
+    pub final_kargs: Option<String>,
+    pub lock_finalization: bool,
+    pub reboot: bool,
+}
+
+/// `Rebase` and `UpdateDeployment`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeployOp {
+    pub set_refspec: Option<String>,
+    pub set_revision: Option<String>,
+    pub install: Vec<String>,
+    pub uninstall: Vec<String>,
+    pub override_remove: Vec<String>,
+    pub override_reset: Vec<String>,
+    pub no_pull_base: bool,
+    pub no_layering: bool,
+    pub no_overrides: bool,
+    pub idempotent_layering: bool,
+    pub dry_run: bool,
+    pub lock_finalization: bool,
+    pub reboot: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CleanupOp {
+    pub base: bool,
+    pub pending: bool,
+    pub rollback: bool,
+    pub repomd: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FinalizeOp {
+    pub checksum: Option<String>,
+    pub allow_missing_checksum: bool,
+    pub allow_unlocked: bool,
+}
+
+/// Progress as the transaction reports it to its clients.
+pub trait Progress {
+    fn message(&self, text: &str);
+    fn task_begin(&self, text: &str);
+    fn task_end(&self, text: &str);
+    fn percent(&self, text: &str, percentage: u32);
+}
+
+/// What a finished job asks of the daemon afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Outcome {
+    pub reboot: bool,
+}
+
+/// The environment a job runs in.
+pub struct Context<'a> {
+    pub sysroot: &'a ostree::Sysroot,
+    pub osname: &'a str,
+    pub image_map: Option<&'a Path>,
+    pub progress: &'a dyn Progress,
+    pub cancel: &'a Arc<AtomicBool>,
+    /// A test knob: how long the job pretends to download before it does anything.
+    pub delay: Duration,
+}
+
+const CANCELLED: &str = "Operation was cancelled";
+
+impl Context<'_> {
+    fn check_cancelled(&self) -> Result<(), String> {
+        if self.cancel.load(Ordering::SeqCst) {
+            Err(CANCELLED.into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reports progress for the configured delay, in slices, watching for cancellation.
+    fn simulated_download(&self) -> Result<(), String> {
+        if self.delay.is_zero() {
+            return self.check_cancelled();
+        }
+        const STEPS: u32 = 10;
+        self.progress.percent("Receiving objects", 0);
+        for step in 1..=STEPS {
+            let slice = self.delay / STEPS;
+            let mut waited = Duration::ZERO;
+            while waited < slice {
+                self.check_cancelled()?;
+                let nap = (slice - waited).min(Duration::from_millis(20));
+                std::thread::sleep(nap);
+                waited += nap;
+            }
+            self.progress
+                .percent("Receiving objects", step * 100 / STEPS);
+        }
+        self.check_cancelled()
+    }
+}
+
+/// Runs `op`; the error string is what `Finished` carries.
+pub fn run(ctx: &Context<'_>, op: &Operation) -> Result<Outcome, String> {
+    ctx.check_cancelled()?;
+    match op {
+        Operation::KernelArgs(k) => kernel_args(ctx, k),
+        Operation::Deploy(d) => deploy(ctx, d),
+        Operation::Cleanup(c) => cleanup(ctx, c).map(|()| Outcome::default()),
+        Operation::Finalize(f) => finalize(ctx, f),
+    }
+}
+
+fn origin_merge_deployment(ctx: &Context<'_>) -> Result<ostree::Deployment, String> {
+    ctx.sysroot
+        .deployments()
+        .into_iter()
+        .find(|d| d.osname() == ctx.osname)
+        .ok_or_else(|| format!("No previous deployment for OS '{}'", ctx.osname))
+}
+
+fn kernel_args(ctx: &Context<'_>, op: &KargsOp) -> Result<Outcome, String> {
+    let (kargs, changed) = if let Some(fin) = &op.final_kargs {
+        (ostree::KernelArgs::from_string(fin), *fin != op.existing)
+    } else {
+        let kargs = ostree::KernelArgs::from_string(&op.existing);
+        let existing: Vec<String> = ostree::KernelArgs::from_string(&op.existing)
+            .to_strv()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut changed = false;
+        for arg in &op.removed {
+            kargs.delete(arg).map_err(|e| e.to_string())?;
+            changed = true;
+        }
+        for arg in &op.replaced {
+            kargs.new_replace(arg).map_err(|e| e.to_string())?;
+            changed = true;
+        }
+        if !op.added.is_empty() {
+            let added: Vec<&str> = op.added.iter().map(String::as_str).collect();
+            kargs.append_argv(&added);
+            changed = true;
+        }
+        for arg in &op.append_if_missing {
+            if !kargs.to_strv().iter().any(|k| k.as_str() == arg) {
+                kargs.append(arg);
+                changed = true;
+            }
+        }
+        for arg in &op.delete_if_present {
+            if existing.contains(arg) {
+                kargs.delete(arg).map_err(|e| e.to_string())?;
+                changed = true;
+            }
+        }
+        (kargs, changed)
+    };
+    if !changed {
+        ctx.progress.message("No changes.");
+        return Ok(Outcome::default());
+    }
+    ctx.simulated_download()?;
+    let merge = origin_merge_deployment(ctx)?;
+    let origin = merge
+        .origin()
+        .ok_or_else(|| format!("Deployment {} has no origin", merge.csum()))?;
+    let argv: Vec<String> = kargs.to_strv().iter().map(|s| s.to_string()).collect();
+    write_deployment(ctx, &merge.csum(), &origin, &argv, op.lock_finalization)?;
+    Ok(Outcome { reboot: op.reboot })
+}
+
+fn deploy(ctx: &Context<'_>, op: &DeployOp) -> Result<Outcome, String> {
+    let merge = origin_merge_deployment(ctx)?;
+    let old = merge
+        .origin()
+        .ok_or_else(|| format!("Deployment {} has no origin", merge.csum()))?;
+    let mut origin = Origin::from_keyfile(&old)?;
+    let mut base = origin.base()?;
+    let mut changed = false;
+    let mut target: Option<String> = None;
+
+    if let Some(refspec) = &op.set_refspec {
+        let new = Base::classify(refspec);
+        if new == base {
+            return Err(format!("Old and new refs are equal: {refspec}"));
+        }
+        ctx.simulated_download()?;
+        target = Some(resolve_base(ctx, &new)?);
+        base = new;
+        changed = true;
+    }
+    if let Some(rev) = &op.set_revision {
+        let csum = resolve_rev(ctx.sysroot, rev)?;
+        origin.set_override_commit(Some(&csum));
+        target = Some(csum);
+        changed = true;
+    }
+
+    let mut requested = origin.requested_packages();
+    let mut removals = origin.override_removals();
+    let before = (requested.clone(), removals.clone());
+    apply_package_changes(op, &mut requested, &mut removals)?;
+    changed |= before != (requested.clone(), removals.clone());
+
+    let target = match target {
+        Some(t) => t,
+        None if op.no_pull_base => merge.csum().to_string(),
+        None => {
+            ctx.simulated_download()?;
+            let pulled = resolve_base(ctx, &base)?;
+            changed |= pulled != merge.csum().as_str();
+            pulled
+        }
+    };
+    if !changed {
+        ctx.progress.message("No change.");
+        return Ok(Outcome::default());
+    }
+    if op.dry_run {
+        return Ok(Outcome::default());
+    }
+    origin.set(&base, &requested, &removals);
+    let options = merge
+        .bootconfig()
+        .and_then(|b| b.get("options"))
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let argv: Vec<String> = ostree::KernelArgs::from_string(&options)
+        .to_strv()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    write_deployment(ctx, &target, origin.keyfile(), &argv, op.lock_finalization)?;
+    Ok(Outcome { reboot: op.reboot })
+}
+
+/// The package bookkeeping of `UpdateDeployment`, with rpm-ostree's refusals.
+pub fn apply_package_changes(
+    op: &DeployOp,
+    requested: &mut BTreeSet<String>,
+    removals: &mut BTreeSet<String>,
+) -> Result<(), String> {
+    if op.no_layering {
+        requested.clear();
+    }
+    for p in &op.uninstall {
+        if !requested.remove(p) && !op.idempotent_layering {
+            return Err(format!(
+                "Package/capability '{p}' is not currently requested"
+            ));
+        }
+    }
+    for p in &op.install {
+        if !requested.insert(p.clone()) && !op.idempotent_layering {
+            return Err(format!("Package/capability '{p}' is already requested"));
+        }
+    }
+    if op.no_overrides {
+        removals.clear();
+    }
+    for p in &op.override_reset {
+        if !removals.remove(p) {
+            return Err(format!("No overrides for package '{p}'"));
+        }
+    }
+    for p in &op.override_remove {
+        if !removals.insert(p.clone()) {
+            return Err(format!("Override already exists for package '{p}'"));
+        }
+    }
+    Ok(())
+}
+
+/// The commit a base points at now: an ostree ref resolved in the sysroot repo, or an image
+/// through the image map (see the origin module).
+fn resolve_base(ctx: &Context<'_>, base: &Base) -> Result<String, String> {
+    match base {
+        Base::Ostree(r) => resolve_rev(ctx.sysroot, r),
+        Base::Container(r) => {
+            let image = image_name(r);
+            ctx.progress.message(&format!("Pulling manifest: {r}"));
+            for candidate in image_candidates(r, ctx.image_map)? {
+                if let Ok(csum) = resolve_rev(ctx.sysroot, &candidate) {
+                    return Ok(csum);
+                }
+            }
+            let hint = match image_digest(image) {
+                Some(d) => format!(
+                    "an --image-map entry or the ref {}{}",
+                    super::origin::IMAGE_REF_PREFIX,
+                    d.trim_start_matches("sha256:")
+                ),
+                None => "an --image-map entry".into(),
+            };
+            Err(format!(
+                "Pulling container image {image}: manifest unknown (the rpm-ostree stand-in has no local commit for it: add {hint})"
+            ))
+        }
+    }
+}
+
+fn resolve_rev(sysroot: &ostree::Sysroot, rev: &str) -> Result<String, String> {
+    sysroot
+        .repo()
+        .resolve_rev(rev, false)
+        .map_err(|e| e.to_string())?
+        .map(|s| s.to_string())
+        .ok_or_else(|| format!("Refspec '{rev}' not found"))
+}
+
+/// Deploys `revision` with `origin` and exactly `kargs`: staged when booted, else pending.
+fn write_deployment(
+    ctx: &Context<'_>,
+    revision: &str,
+    origin: &ostree::glib::KeyFile,
+    kargs: &[String],
+    lock: bool,
+) -> Result<(), String> {
+    ctx.check_cancelled()?;
+    let sysroot = ctx.sysroot;
+    let cfg_merge = sysroot
+        .merge_deployment(Some(ctx.osname))
+        .ok_or_else(|| format!("No previous deployment for OS '{}'", ctx.osname))?;
+    let argv: Vec<&str> = kargs.iter().map(String::as_str).collect();
+    let opts = ostree::SysrootDeployTreeOpts {
+        locked: lock,
+        override_kernel_argv: Some(&argv),
+        overlay_initrds: None,
+    };
+    let none = gio::Cancellable::NONE;
+    if sysroot.booted_deployment().is_some() {
+        ctx.progress.task_begin("Staging deployment");
+        sysroot
+            .stage_tree_with_options(
+                Some(ctx.osname),
+                revision,
+                Some(origin),
+                Some(&cfg_merge),
+                &opts,
+                none,
+            )
+            .map_err(|e| e.to_string())?;
+        ctx.progress.task_end("done");
+    } else {
+        ctx.progress.task_begin("Writing deployment");
+        let new = sysroot
+            .deploy_tree_with_options(
+                Some(ctx.osname),
+                revision,
+                Some(origin),
+                Some(&cfg_merge),
+                Some(&opts),
+                none,
+            )
+            .map_err(|e| e.to_string())?;
+        sysroot
+            .simple_write_deployment(
+                Some(ctx.osname),
+                &new,
+                Some(&cfg_merge),
+                ostree::SysrootSimpleWriteDeploymentFlags::NO_CLEAN,
+                none,
+            )
+            .map_err(|e| e.to_string())?;
+        ctx.progress.task_end("done");
+    }
+    sysroot.cleanup(none).map_err(|e| e.to_string())
+}
+
+fn cleanup(ctx: &Context<'_>, op: &CleanupOp) -> Result<(), String> {
+    let sysroot = ctx.sysroot;
+    let none = gio::Cancellable::NONE;
+    let mut base = op.base;
+    if op.pending || op.rollback {
+        let all = sysroot.deployments();
+        // rpm-ostree anchors "pending" and "rollback" at the booted deployment. A sysroot that
+        // is not booted has none; anchor at libostree's merge deployment instead (the first of
+        // the OS), so that "pending" never sweeps away every deployment.
+        let anchor = sysroot
+            .booted_deployment()
+            .or_else(|| sysroot.merge_deployment(Some(ctx.osname)));
+        let mut kept = Vec::new();
+        let mut past_anchor = false;
+        for d in &all {
+            if anchor.as_ref().is_some_and(|a| a.equal(d)) {
+                past_anchor = true;
+                kept.push(d.clone());
+                continue;
+            }
+            if d.osname() != ctx.osname || d.is_pinned() {
+                kept.push(d.clone());
+                continue;
+            }
+            if (!past_anchor && op.pending) || (past_anchor && op.rollback) {
+                continue;
+            }
+            kept.push(d.clone());
+        }
+        if kept.len() == all.len() {
+            ctx.progress.message("Deployments unchanged.");
+        } else {
+            let opts = ostree::SysrootWriteDeploymentsOpts {
+                do_postclean: false,
+            };
+            sysroot
+                .write_deployments_with_options(&kept, &opts, none)
+                .map_err(|e| e.to_string())?;
+            base = true;
+        }
+    }
+    if base {
+        sysroot.cleanup(none).map_err(|e| e.to_string())?;
+    }
+    // "repomd": the stand-in keeps no rpm-md cache, so there is nothing to remove.
+    Ok(())
+}
+
+fn finalize(ctx: &Context<'_>, op: &FinalizeOp) -> Result<Outcome, String> {
+    let deployments = ctx.sysroot.deployments();
+    let default = deployments
+        .first()
+        .ok_or_else(|| "No deployments found".to_string())?;
+    if !default.is_staged() {
+        return Err("No pending staged deployment found".into());
+    }
+    if default.osname() != ctx.osname {
+        return Err(format!(
+            "Staged deployment is not for osname '{}'",
+            ctx.osname
+        ));
+    }
+    // For a container base rpm-ostree compares the image digest, else the commit.
+    let checksum = default
+        .origin()
+        .and_then(|kf| Origin::from_keyfile(&kf).ok())
+        .and_then(|o| match o.base() {
+            Ok(Base::Container(r)) => image_digest(image_name(&r)).map(str::to_string),
+            _ => None,
+        })
+        .unwrap_or_else(|| default.csum().to_string());
+    match &op.checksum {
+        None if !op.allow_missing_checksum => return Err("Missing expected checksum".into()),
+        Some(want) if *want != checksum => {
+            return Err(format!(
+                "Expected staged base checksum {want}, but found {checksum}"
+            ));
+        }
+        _ => {}
+    }
+    let lock = PathBuf::from(STAGED_LOCKED_PATH);
+    if lock.exists() {
+        std::fs::remove_file(&lock)
+            .map_err(|e| format!("Failed to unlock finalization of staged deployment: {e}"))?;
+    } else if !op.allow_unlocked {
+        return Err("Staged deployment already unlocked".into());
+    }
+    ctx.progress
+        .message(&format!("Finalized deployment; rebooting into {checksum}"));
+    Ok(Outcome { reboot: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn kernel_type_switch_and_revert_book_keeping() {
+        let kernel = ["kernel", "kernel-core", "kernel-modules"];
+        let rt = ["kernel-rt-core", "kernel-rt-modules"];
+        let (mut req, mut rem) = (set(&[]), set(&[]));
+        let switch = DeployOp {
+            override_remove: kernel.map(String::from).to_vec(),
+            install: rt.map(String::from).to_vec(),
+            ..Default::default()
+        };
+        apply_package_changes(&switch, &mut req, &mut rem).unwrap();
+        assert_eq!((&req, &rem), (&set(&rt), &set(&kernel)));
+        // Doing it again is refused, as rpm-ostree refuses it.
+        let e = apply_package_changes(&switch, &mut req.clone(), &mut rem.clone()).unwrap_err();
+        assert_eq!(
+            e,
+            "Package/capability 'kernel-rt-core' is already requested"
+        );
+        let revert = DeployOp {
+            override_reset: kernel.map(String::from).to_vec(),
+            uninstall: rt.map(String::from).to_vec(),
+            ..Default::default()
+        };
+        apply_package_changes(&revert, &mut req, &mut rem).unwrap();
+        assert!(req.is_empty() && rem.is_empty());
+        let e = apply_package_changes(&revert, &mut req.clone(), &mut rem.clone()).unwrap_err();
+        assert_eq!(
+            e,
+            "Package/capability 'kernel-rt-core' is not currently requested"
+        );
+    }
+
+    #[test]
+    fn override_errors_use_rpm_ostree_wording() {
+        let (mut req, mut rem) = (set(&[]), set(&["kernel"]));
+        let op = DeployOp {
+            override_remove: vec!["kernel".into()],
+            ..Default::default()
+        };
+        let e = apply_package_changes(&op, &mut req, &mut rem).unwrap_err();
+        assert_eq!(e, "Override already exists for package 'kernel'");
+        let op = DeployOp {
+            override_reset: vec!["kernel-core".into()],
+            ..Default::default()
+        };
+        let e = apply_package_changes(&op, &mut req, &mut rem).unwrap_err();
+        assert_eq!(e, "No overrides for package 'kernel-core'");
+    }
+
+    #[test]
+    fn idempotent_layering_tolerates_satisfied_requests() {
+        let (mut req, mut rem) = (set(&["usbguard"]), set(&[]));
+        let op = DeployOp {
+            install: vec!["usbguard".into()],
+            uninstall: vec!["wireguard-tools".into()],
+            idempotent_layering: true,
+            ..Default::default()
+        };
+        apply_package_changes(&op, &mut req, &mut rem).unwrap();
+        assert_eq!(req, set(&["usbguard"]));
+    }
+}

@@ -1,0 +1,514 @@
+//! rpm-ostreed's transaction model.
+//!
+//! A mutating method creates one transaction: a worker thread that loads and *locks* the sysroot
+//! (so a concurrent `ostree admin` or second daemon is refused), and a private unix socket whose
+//! address the method returns. Clients connect to it peer-to-peer and find the
+//! `org.projectatomic.rpmostree1.Transaction` interface at `/`. Nothing happens before a client
+//! calls `Start()`; from then on the job runs to the end even if clients leave, and every
+//! connected client gets the `Message`/`TaskBegin`/`TaskEnd`/`PercentProgress` signals and one
+//! `Finished(success, error_message)`. A client that calls `Start()` after the end gets
+//! `Finished` again on its own connection.
+//!
+//! If the caller's bus name vanishes before `Start()`, the transaction is cancelled and closed.
+//! A finished transaction closes when its last client disconnects, or at the latest 30 s after
+//! it finished (rpm-ostreed's guard against clients that leak their connections). Until it
+//! closes, the sysroot's `ActiveTransaction`/`ActiveTransactionPath` name it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use ostree::gio;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+use zbus::Connection;
+use zbus::names::BusName;
+
+use super::daemon::Shared;
+use super::error::{DaemonError, GIO_BUSY};
+use super::ops::{self, Operation, Progress};
+
+/// The transaction interface name.
+pub const TRANSACTION_IFACE: &str = "org.projectatomic.rpmostree1.Transaction";
+/// rpm-ostreed's FORCE_CLOSE_TXN_TIMEOUT_SECS.
+const FORCE_CLOSE_AFTER: Duration = Duration::from_secs(30);
+
+/// What a method call asks for.
+pub struct TxnRequest {
+    pub method: &'static str,
+    pub sender: String,
+    pub object_path: String,
+    pub osname: String,
+    /// Method and arguments, for rpm-ostreed's "same call joins the running transaction".
+    pub fingerprint: String,
+    pub title: String,
+    pub client_description: String,
+    pub op: Operation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Created,
+    Started,
+    Finished { success: bool, message: String },
+    Closed,
+}
+
+enum Control {
+    Start,
+}
+
+enum Event {
+    Message(String),
+    TaskBegin(String),
+    TaskEnd(String),
+    Percent(String, u32),
+    Done(Result<ops::Outcome, String>),
+}
+
+struct Inner {
+    state: State,
+    peers: Vec<(u64, Connection)>,
+    control: Option<std::sync::mpsc::Sender<Control>>,
+    tasks: Vec<JoinHandle<()>>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// One transaction.
+pub struct Txn {
+    pub id: u64,
+    pub method: &'static str,
+    pub sender: String,
+    pub object_path: String,
+    pub client_description: String,
+    pub address: String,
+    fingerprint: String,
+    title: Mutex<String>,
+    socket_path: PathBuf,
+    cancel: Arc<AtomicBool>,
+    next_peer: AtomicU64,
+    inner: Mutex<Inner>,
+    shared: Weak<Shared>,
+}
+
+impl Txn {
+    /// Creates the transaction: worker thread with the locked sysroot, socket, watchers.
+    pub(crate) async fn create(
+        shared: &Arc<Shared>,
+        id: u64,
+        req: TxnRequest,
+    ) -> Result<Arc<Txn>, DaemonError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (events_tx, events_rx) = unbounded_channel();
+        let control = spawn_worker(shared, &req, cancel.clone(), events_tx).await?;
+
+        let socket_path = shared.config.run_dir.join(format!("transaction-{id}.sock"));
+        let _ = std::fs::remove_file(&socket_path);
+        let listener = tokio::net::UnixListener::bind(&socket_path).map_err(|e| {
+            DaemonError::failed(format!(
+                "Failed to listen on {}: {e}",
+                socket_path.display()
+            ))
+        })?;
+        // Any local user may connect, as with rpm-ostreed's socket; methods are authorized.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666));
+
+        let txn = Arc::new(Txn {
+            id,
+            method: req.method,
+            sender: req.sender,
+            object_path: req.object_path,
+            client_description: req.client_description,
+            address: format!("unix:path={}", socket_path.display()),
+            fingerprint: req.fingerprint,
+            title: Mutex::new(req.title),
+            socket_path,
+            cancel,
+            next_peer: AtomicU64::new(0),
+            inner: Mutex::new(Inner {
+                state: State::Created,
+                peers: Vec::new(),
+                control: Some(control),
+                tasks: Vec::new(),
+                watcher: None,
+            }),
+            shared: Arc::downgrade(shared),
+        });
+        let accept = tokio::spawn(accept_loop(Arc::downgrade(&txn), listener));
+        let pump = tokio::spawn(event_pump(Arc::downgrade(&txn), events_rx));
+        let watcher = tokio::spawn(watch_caller(Arc::downgrade(&txn), shared.bus()));
+        {
+            let mut inner = txn.inner.lock().expect("txn lock");
+            inner.tasks.extend([accept, pump]);
+            inner.watcher = Some(watcher);
+        }
+        Ok(txn)
+    }
+
+    pub fn title(&self) -> String {
+        self.title.lock().expect("title lock").clone()
+    }
+
+    /// True when `method` with the same arguments would join this transaction.
+    pub fn is_compatible(&self, method: &str, fingerprint: &str) -> bool {
+        self.method == method && self.fingerprint == fingerprint
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().expect("txn lock").state == State::Closed
+    }
+
+    /// `Start()`: returns whether this call started it, and the `Finished` arguments to send
+    /// again if it has already finished.
+    fn start(&self) -> (bool, Option<(bool, String)>) {
+        let mut inner = self.inner.lock().expect("txn lock");
+        match &inner.state {
+            State::Created => {
+                inner.state = State::Started;
+                if let Some(w) = inner.watcher.take() {
+                    w.abort();
+                }
+                if let Some(c) = &inner.control {
+                    let _ = c.send(Control::Start);
+                }
+                tracing::info!(txn = self.id, method = self.method, "transaction started");
+                (true, None)
+            }
+            State::Finished { success, message } => (false, Some((*success, message.clone()))),
+            State::Started | State::Closed => (false, None),
+        }
+    }
+
+    fn peers(&self) -> Vec<Connection> {
+        let inner = self.inner.lock().expect("txn lock");
+        inner.peers.iter().map(|(_, c)| c.clone()).collect()
+    }
+
+    async fn emit<B>(&self, name: &str, body: &B)
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        for peer in self.peers() {
+            if let Err(e) = peer
+                .emit_signal(None::<BusName<'_>>, "/", TRANSACTION_IFACE, name, body)
+                .await
+            {
+                tracing::debug!(txn = self.id, "emitting {name}: {e}");
+            }
+        }
+    }
+
+    async fn finish(self: &Arc<Self>, result: Result<ops::Outcome, String>) {
+        let (success, message) = match &result {
+            Ok(_) => (true, String::new()),
+            Err(m) => (false, m.clone()),
+        };
+        if success {
+            tracing::info!(txn = self.id, method = self.method, "transaction succeeded");
+        } else {
+            tracing::warn!(
+                txn = self.id,
+                method = self.method,
+                "transaction failed: {message}"
+            );
+        }
+        {
+            let mut inner = self.inner.lock().expect("txn lock");
+            inner.state = State::Finished {
+                success,
+                message: message.clone(),
+            };
+            inner.control = None;
+        }
+        if let Some(shared) = self.shared.upgrade() {
+            // Like rpm-ostreed, reload the sysroot state before telling clients.
+            shared.sysroot_changed().await;
+        }
+        self.emit("Finished", &(success, message.as_str())).await;
+        if let (Ok(outcome), Some(shared)) = (&result, self.shared.upgrade())
+            && outcome.reboot
+        {
+            shared.reboot().await;
+        }
+        let weak = Arc::downgrade(self);
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(FORCE_CLOSE_AFTER).await;
+            if let Some(t) = weak.upgrade() {
+                tracing::warn!(txn = t.id, "Forcibly closing transaction due to timeout");
+                t.close().await;
+            }
+        });
+        self.inner.lock().expect("txn lock").tasks.push(timer);
+        self.maybe_close().await;
+    }
+
+    async fn maybe_close(self: &Arc<Self>) {
+        let close = {
+            let inner = self.inner.lock().expect("txn lock");
+            matches!(inner.state, State::Finished { .. }) && inner.peers.is_empty()
+        };
+        if close {
+            self.close().await;
+        }
+    }
+
+    /// Closes the transaction: no more clients, socket gone, sysroot no longer names it.
+    pub(crate) async fn close(self: &Arc<Self>) {
+        let (tasks, peers) = {
+            let mut inner = self.inner.lock().expect("txn lock");
+            if inner.state == State::Closed {
+                return;
+            }
+            inner.state = State::Closed;
+            // Dropping the control channel makes a worker that never started unlock and exit.
+            inner.control = None;
+            let mut tasks = std::mem::take(&mut inner.tasks);
+            tasks.extend(inner.watcher.take());
+            (tasks, std::mem::take(&mut inner.peers))
+        };
+        let _ = std::fs::remove_file(&self.socket_path);
+        for (_, p) in peers {
+            let _ = p.close().await;
+        }
+        if let Some(shared) = self.shared.upgrade() {
+            shared.transaction_closed(self.id).await;
+        }
+        tracing::info!(txn = self.id, "transaction closed");
+        // Last, since this may be running inside one of these tasks.
+        for t in tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The `Transaction` interface each peer connection serves at `/`.
+struct TxnIface {
+    txn: Weak<Txn>,
+}
+
+#[zbus::interface(name = "org.projectatomic.rpmostree1.Transaction")]
+impl TxnIface {
+    #[zbus(property)]
+    fn title(&self) -> String {
+        self.txn.upgrade().map(|t| t.title()).unwrap_or_default()
+    }
+
+    #[zbus(property)]
+    fn initiating_client_description(&self) -> String {
+        self.txn
+            .upgrade()
+            .map(|t| t.client_description.clone())
+            .unwrap_or_default()
+    }
+
+    /// Cancels the job at its next check; a job that never started will fail when started.
+    fn cancel(&self) {
+        if let Some(t) = self.txn.upgrade() {
+            tracing::info!(txn = t.id, "transaction cancel requested");
+            t.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+
+    async fn start(&self, #[zbus(connection)] conn: &Connection) -> bool {
+        let Some(txn) = self.txn.upgrade() else {
+            return false;
+        };
+        let (started, finished) = txn.start();
+        if let Some((success, message)) = finished {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                let _ = conn
+                    .emit_signal(
+                        None::<BusName<'_>>,
+                        "/",
+                        TRANSACTION_IFACE,
+                        "Finished",
+                        &(success, message.as_str()),
+                    )
+                    .await;
+            });
+        }
+        started
+    }
+}
+
+async fn accept_loop(txn: Weak<Txn>, listener: tokio::net::UnixListener) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!("accepting a transaction client: {e}");
+                continue;
+            }
+        };
+        let weak = txn.clone();
+        tokio::spawn(async move {
+            let conn = async {
+                zbus::connection::Builder::unix_stream(stream)
+                    .server(zbus::Guid::generate())?
+                    .p2p()
+                    .serve_at("/", TxnIface { txn: weak.clone() })?
+                    .build()
+                    .await
+            }
+            .await;
+            let conn = match conn {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("transaction client handshake: {e}");
+                    return;
+                }
+            };
+            let Some(t) = weak.upgrade() else { return };
+            let peer = t.next_peer.fetch_add(1, Ordering::SeqCst);
+            t.inner
+                .lock()
+                .expect("txn lock")
+                .peers
+                .push((peer, conn.clone()));
+            tracing::info!(txn = t.id, "Process connected to transaction progress");
+            drop(t);
+            conn.closed().await;
+            if let Some(t) = weak.upgrade() {
+                t.inner
+                    .lock()
+                    .expect("txn lock")
+                    .peers
+                    .retain(|(id, _)| *id != peer);
+                tracing::info!(txn = t.id, "Process disconnected from transaction progress");
+                t.maybe_close().await;
+            }
+        });
+    }
+}
+
+async fn event_pump(txn: Weak<Txn>, mut events: UnboundedReceiver<Event>) {
+    while let Some(ev) = events.recv().await {
+        let Some(t) = txn.upgrade() else { return };
+        match ev {
+            Event::Message(s) => t.emit("Message", &(s.as_str(),)).await,
+            Event::TaskBegin(s) => t.emit("TaskBegin", &(s.as_str(),)).await,
+            Event::TaskEnd(s) => t.emit("TaskEnd", &(s.as_str(),)).await,
+            Event::Percent(s, p) => t.emit("PercentProgress", &(s.as_str(), p)).await,
+            Event::Done(r) => {
+                t.finish(r).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Cancels the transaction if its caller leaves the bus before `Start()`.
+async fn watch_caller(txn: Weak<Txn>, bus: Connection) {
+    let sender = match txn.upgrade() {
+        Some(t) => t.sender.clone(),
+        None => return,
+    };
+    let vanished = async {
+        let dbus = zbus::fdo::DBusProxy::new(&bus).await?;
+        let mut changes = dbus
+            .receive_name_owner_changed_with_args(&[(0, sender.as_str())])
+            .await?;
+        let name = BusName::try_from(sender.as_str())?;
+        if !dbus.name_has_owner(name).await? {
+            return Ok::<_, zbus::Error>(());
+        }
+        while let Some(sig) = changes.next().await {
+            if sig.args()?.new_owner().is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = vanished {
+        tracing::warn!("watching transaction caller {sender}: {e}");
+        return;
+    }
+    if let Some(t) = txn.upgrade() {
+        let unstarted = t.inner.lock().expect("txn lock").state == State::Created;
+        if unstarted {
+            tracing::warn!(
+                txn = t.id,
+                "client disconnected before calling Start; cancelling transaction"
+            );
+            t.close().await;
+        }
+    }
+}
+
+struct ChannelProgress(UnboundedSender<Event>);
+
+impl Progress for ChannelProgress {
+    fn message(&self, text: &str) {
+        let _ = self.0.send(Event::Message(text.into()));
+    }
+    fn task_begin(&self, text: &str) {
+        let _ = self.0.send(Event::TaskBegin(text.into()));
+    }
+    fn task_end(&self, text: &str) {
+        let _ = self.0.send(Event::TaskEnd(text.into()));
+    }
+    fn percent(&self, text: &str, percentage: u32) {
+        let _ = self.0.send(Event::Percent(text.into(), percentage));
+    }
+}
+
+/// Starts the worker thread: it loads and locks the sysroot, reports that, then waits for
+/// `Start` (and runs the job) or for the control channel to close (and just unlocks).
+async fn spawn_worker(
+    shared: &Shared,
+    req: &TxnRequest,
+    cancel: Arc<AtomicBool>,
+    events: UnboundedSender<Event>,
+) -> Result<std::sync::mpsc::Sender<Control>, DaemonError> {
+    let (ctl_tx, ctl_rx) = std::sync::mpsc::channel::<Control>();
+    let (init_tx, init_rx) = tokio::sync::oneshot::channel::<Result<(), DaemonError>>();
+    let path = shared.config.sysroot.clone();
+    let image_map = shared.config.image_map.clone();
+    let delay = shared.config.txn_delay;
+    let osname = req.osname.clone();
+    let op = req.op.clone();
+    std::thread::Builder::new()
+        .name(format!("txn-{}", req.method))
+        .spawn(move || {
+            let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(&path)));
+            let init = sysroot
+                .load(gio::Cancellable::NONE)
+                .map_err(|e| DaemonError::failed(format!("Loading sysroot: {e}")))
+                .and_then(|()| match sysroot.try_lock() {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(DaemonError::new(GIO_BUSY, "System transaction in progress")),
+                    Err(e) => Err(DaemonError::failed(format!("Locking sysroot: {e}"))),
+                });
+            let locked = init.is_ok();
+            let _ = init_tx.send(init);
+            if !locked {
+                return;
+            }
+            if let Ok(Control::Start) = ctl_rx.recv() {
+                let progress = ChannelProgress(events.clone());
+                let ctx = ops::Context {
+                    sysroot: &sysroot,
+                    osname: &osname,
+                    image_map: image_map.as_deref(),
+                    progress: &progress,
+                    cancel: &cancel,
+                    delay,
+                };
+                let result = ops::run(&ctx, &op);
+                sysroot.unlock();
+                let _ = events.send(Event::Done(result));
+            } else {
+                sysroot.unlock();
+            }
+        })
+        .map_err(|e| DaemonError::failed(format!("spawning the transaction thread: {e}")))?;
+    init_rx
+        .await
+        .map_err(|_| DaemonError::failed("the transaction thread died during setup"))??;
+    Ok(ctl_tx)
+}
