@@ -25,7 +25,8 @@ pub fn parse_value(bytes: &[u8]) -> Result<Value, ParseError> {
         format: "YAML",
         message: format!("not UTF-8: {e}"),
     })?;
-    let options = serde_saphyr::options! { legacy_octal_numbers: true };
+    // No source snippet: a syntax error is reported as one line (`line 5 column 2: ...`).
+    let options = serde_saphyr::options! { legacy_octal_numbers: true, with_snippet: false };
     serde_saphyr::from_str_with_options(text, options).map_err(|e| ParseError::Syntax {
         format: "YAML",
         message: e.to_string(),
