@@ -15,7 +15,8 @@
 //! - [`MachineConfig::from_slice`] reads a MachineConfig from YAML (1.1 rules: `mode: 0755` is
 //!   octal) or JSON; [`MachineConfig::ignition`] parses its `spec.config`;
 //!   [`MachineConfig::to_json`] writes it back (the agent's `currentconfig`).
-//! - [`MachineConfigPool`] and [`MachineConfiguration`] (node disruption policies).
+//! - [`MachineConfigPool`] and [`MachineConfiguration`] (node disruption policies; its API group
+//!   is `operator.openshift.io/v1`, not the MCO's own).
 //!
 //! # Updates
 //! - [`reconcile`]`(old, new, arch)`: the MCD's in-place rules and reason strings

@@ -89,16 +89,25 @@ pub struct MachineConfigSpec {
 
 /// Checks `apiVersion` and `kind` of a Kubernetes-style object.
 pub(crate) fn check_type_meta(value: &Value, kind: &str) -> Result<(), ParseError> {
+    check_type_meta_of(value, API_VERSION, kind)
+}
+
+/// [`check_type_meta`] for a kind of another API group.
+pub(crate) fn check_type_meta_of(
+    value: &Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<(), ParseError> {
     let mut issues = Vec::new();
     match value.get("apiVersion").and_then(Value::as_str) {
-        Some(API_VERSION) => {}
+        Some(v) if v == api_version => {}
         Some(other) => issues.push(Issue::new(
             "$.apiVersion",
-            format!("expected {API_VERSION:?}, got {other:?}"),
+            format!("expected {api_version:?}, got {other:?}"),
         )),
         None => issues.push(Issue::new(
             "$.apiVersion",
-            format!("missing (expected {API_VERSION:?})"),
+            format!("missing (expected {api_version:?})"),
         )),
     }
     match value.get("kind").and_then(Value::as_str) {

@@ -8,7 +8,12 @@ use serde_json::Value;
 use crate::document::parse_value;
 use crate::error::{Issue, ParseError};
 use crate::ignition::{typed, unreachable_json};
-use crate::machineconfig::{API_VERSION, GROUP, check_type_meta, nullable};
+use crate::machineconfig::{check_type_meta_of, nullable};
+
+/// API group of MachineConfiguration (the operator's configuration, not the MCO's own group).
+pub const OPERATOR_GROUP: &str = "operator.openshift.io";
+/// `apiVersion` of MachineConfiguration.
+pub const OPERATOR_API_VERSION: &str = "operator.openshift.io/v1";
 
 /// A MachineConfiguration (the cluster's is named `cluster`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -150,7 +155,7 @@ impl MachineConfiguration {
 
     /// Parses a MachineConfiguration from a decoded JSON value.
     pub fn from_value(value: Value) -> Result<Self, ParseError> {
-        check_type_meta(&value, "MachineConfiguration")?;
+        check_type_meta_of(&value, OPERATOR_API_VERSION, "MachineConfiguration")?;
         let mc: MachineConfiguration = typed(value)?;
         let issues = mc
             .spec
@@ -228,8 +233,8 @@ fn check_actions(at: &str, actions: &[PolicyAction], issues: &mut Vec<Issue>) {
 }
 
 impl k8s_openapi::Resource for MachineConfiguration {
-    const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
+    const API_VERSION: &'static str = OPERATOR_API_VERSION;
+    const GROUP: &'static str = OPERATOR_GROUP;
     const KIND: &'static str = "MachineConfiguration";
     const VERSION: &'static str = "v1";
     const URL_PATH_SEGMENT: &'static str = "machineconfigurations";

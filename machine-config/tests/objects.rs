@@ -280,7 +280,7 @@ fn pools_select_and_bound_unavailability() {
 }
 
 const POLICY: &str = r#"
-apiVersion: machineconfiguration.openshift.io/v1
+apiVersion: operator.openshift.io/v1
 kind: MachineConfiguration
 metadata:
   name: cluster

@@ -172,7 +172,7 @@ fn none_is_stripped_beside_other_actions_and_unmatched_reboots() {
 }
 
 const USER_POLICY: &str = r#"
-apiVersion: machineconfiguration.openshift.io/v1
+apiVersion: operator.openshift.io/v1
 kind: MachineConfiguration
 metadata: {name: cluster}
 spec:
