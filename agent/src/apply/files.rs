@@ -80,17 +80,31 @@ pub(crate) fn create_link(
 
 /// Puts back the original of a file the config dropped, or removes it.
 pub(crate) fn release(root: &Root, path: &Path, out: &mut ApplyOutcome) -> Result<(), RootError> {
-    match backup::restore_or_remove(root, path)? {
-        Released::Restored => {
-            tracing::info!(path = %path.display(), "restored the original file");
-            out.files_restored.push(path.display().to_string());
-        }
-        Released::Removed => {
-            tracing::info!(path = %path.display(), "removed stale file");
-            out.files_removed.push(path.display().to_string());
-        }
+    match release_path(root, path)? {
+        Released::Restored => out.files_restored.push(path.display().to_string()),
+        Released::Removed => out.files_removed.push(path.display().to_string()),
     }
     Ok(())
+}
+
+/// Puts back the original of a unit file or drop-in the config dropped, or removes it.
+pub(crate) fn release_unit_file(
+    root: &Root,
+    path: &Path,
+    out: &mut ApplyOutcome,
+) -> Result<(), RootError> {
+    release_path(root, path)?;
+    out.units_written.push(path.display().to_string());
+    Ok(())
+}
+
+fn release_path(root: &Root, path: &Path) -> Result<Released, RootError> {
+    let released = backup::restore_or_remove(root, path)?;
+    match released {
+        Released::Restored => tracing::info!(path = %path.display(), "restored the original file"),
+        Released::Removed => tracing::info!(path = %path.display(), "removed stale file"),
+    }
+    Ok(released)
 }
 
 /// Whether `path` is a regular file with exactly these contents, mode and owner.

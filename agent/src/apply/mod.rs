@@ -102,7 +102,7 @@ pub struct ApplyOutcome {
     pub directories: Vec<String>,
     /// Links created (first application).
     pub links: Vec<String>,
-    /// Unit files, drop-ins and masks written or removed.
+    /// Unit files, drop-ins and masks written, removed or restored.
     pub units_written: Vec<String>,
     /// Units the desired config dropped.
     pub units_removed: Vec<String>,
@@ -160,7 +160,7 @@ async fn write(
         files::release(root, path, out)?;
     }
     for path in &p.stale_dropins {
-        files::release(root, path, out)?;
+        files::release_unit_file(root, path, out)?;
     }
     units::release_units(root, &p.stale_units, systemd, out).await?;
     plan.run(systemd).await?;

@@ -114,7 +114,7 @@ pub(crate) async fn release_units(
     for unit in stale {
         // Only paths the config wrote are released: an enable-only unit's file is not ours.
         if unit.is_masked() || unit.contents.as_deref().is_some_and(|c| !c.is_empty()) {
-            files::release(root, Path::new(&unit_path(&unit.name)), out)?;
+            files::release_unit_file(root, Path::new(&unit_path(&unit.name)), out)?;
         }
         out.units_removed.push(unit.name.clone());
     }

@@ -46,7 +46,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             eprintln!("error: {reason}");
             Ok(ExitCode::from(super::EXIT_UNRECONCILABLE))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(anyhow::Error::from(e).context(args.file.display().to_string())),
     }
 }
 
@@ -75,7 +75,7 @@ fn print_report(r: &OnceFromReport, root: &Path, skip_reboot: bool) {
         );
     }
     println!(
-        "units: {} written, {} removed; enabled [{}], disabled [{}], preset [{}]",
+        "units: {} unit files changed, {} units removed; enabled [{}], disabled [{}], preset [{}]",
         o.units_written.len(),
         o.units_removed.len(),
         o.enablement.enable.join(" "),

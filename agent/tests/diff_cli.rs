@@ -1,0 +1,170 @@
+//! `mco-agent diff` on the examples: exit codes, the exact `--json` shape, user policies.
+
+mod common;
+
+use std::fs;
+
+use common::{examples_dir, run, text};
+
+fn example(name: &str) -> String {
+    examples_dir().join(name).display().to_string()
+}
+
+fn diff_json(old: &str, new: &str, extra: &[&str]) -> (serde_json::Value, i32) {
+    let mut args = vec!["diff", old, new, "--json"];
+    args.extend_from_slice(extra);
+    let (stdout, stderr, code) = text(&run(&args));
+    // Exactly one JSON object on stdout.
+    let mut stream = serde_json::Deserializer::from_str(&stdout).into_iter::<serde_json::Value>();
+    let value = stream
+        .next()
+        .expect("a JSON object")
+        .unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    assert!(
+        stream.next().is_none(),
+        "more than one JSON value: {stdout}"
+    );
+    assert!(value.is_object());
+    (value, code)
+}
+
+#[test]
+fn json_has_exactly_the_documented_shape() {
+    let (v, code) = diff_json(
+        &example("00-worker-base.yaml"),
+        &example("01-worker-files-only.yaml"),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "reconcilable",
+            "reason",
+            "files",
+            "units",
+            "passwd",
+            "os_update",
+            "kernel_type",
+            "extensions",
+            "fips",
+            "kargs",
+            "actions",
+            "drain",
+            "reboot"
+        ]
+    );
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "reconcilable": true, "reason": null,
+            "files": {"added": [], "changed": ["/etc/containers/policy.json", "/etc/containers/registries.conf"], "removed": []},
+            "units": {"added": [], "changed": [], "removed": []},
+            "passwd": true, "os_update": false, "kernel_type": false,
+            "extensions": {"install": [], "uninstall": []}, "fips": false, "kargs": [],
+            "actions": [{"type": "Reload", "unit": "crio.service"}, {"type": "Special"}],
+            "drain": false, "reboot": false
+        })
+    );
+}
+
+#[test]
+fn kargs_change_reboots_with_the_rpm_ostree_argv() {
+    let (v, code) = diff_json(
+        &example("00-worker-base.yaml"),
+        &example("02-worker-kargs.yaml"),
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        v["kargs"],
+        serde_json::json!([
+            "--delete-if-present=systemd.unified_cgroup_hierarchy=1",
+            "--append=systemd.unified_cgroup_hierarchy=1",
+            "--append=nosmt",
+            "--append=mitigations=auto,nosmt"
+        ])
+    );
+    assert_eq!(v["actions"], serde_json::json!([{"type": "Reboot"}]));
+    assert_eq!(
+        (v["drain"].as_bool(), v["reboot"].as_bool()),
+        (Some(true), Some(true))
+    );
+}
+
+#[test]
+fn user_policy_replaces_the_reboot() {
+    let (old, new) = (
+        example("00-worker-base.yaml"),
+        example("03-worker-chrony.yaml"),
+    );
+    let (v, _) = diff_json(&old, &new, &[]);
+    assert_eq!(v["actions"], serde_json::json!([{"type": "Reboot"}]));
+    let (v, code) = diff_json(&old, &new, &["--policy", &example("policy.yaml")]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        v["actions"],
+        serde_json::json!([{"type": "Restart", "unit": "chronyd.service"}])
+    );
+    assert_eq!(
+        (v["drain"].as_bool(), v["reboot"].as_bool()),
+        (Some(false), Some(false))
+    );
+}
+
+#[test]
+fn unreconcilable_exits_2_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("dirs.ign");
+    fs::write(
+        &bad,
+        r#"{"ignition":{"version":"3.2.0"},"storage":{"directories":[{"path":"/var/lib/x"}]}}"#,
+    )
+    .unwrap();
+    let bad = bad.display().to_string();
+    let old = example("00-worker-base.yaml");
+    let (stdout, _, code) = text(&run(&["diff", &old, &bad]));
+    assert_eq!(code, 2);
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("unreconcilable: can't reconcile config 00-worker-base with dirs: "),
+        "{first}"
+    );
+    assert!(
+        first.ends_with("ignition directories section contains changes"),
+        "{first}"
+    );
+    let (v, code) = diff_json(&old, &bad, &[]);
+    assert_eq!(code, 2);
+    assert_eq!(v["reconcilable"], false);
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("ignition directories section contains changes")
+    );
+}
+
+#[test]
+fn bad_policy_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    fs::write(&policy, "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/x\n      actions:\n      - type: Explode\n").unwrap();
+    let (stdout, stderr, code) = text(&run(&[
+        "diff",
+        &example("00-worker-base.yaml"),
+        &example("01-worker-files-only.yaml"),
+        "--policy",
+        &policy.display().to_string(),
+    ]));
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: $.spec.nodeDisruptionPolicy.files.0.actions.0",
+            policy.display()
+        )),
+        "{stderr}"
+    );
+}
