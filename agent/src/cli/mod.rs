@@ -60,13 +60,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Plain `tracing` output on stderr; level from `RUST_LOG` (default `warn`).
+/// Logs to stderr (journald under systemd); level from `RUST_LOG`, `warn` by default for these
+/// interactive commands.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    if let Err(e) = crate::logging::init("mco-agent", None, "warn") {
+        eprintln!("warning: logging not set up: {e}");
+    }
 }
