@@ -9,6 +9,9 @@ packages=(
   pkg-config libostree-dev
   # real components used by tests
   ostree gir1.2-ostree-1.0 ignition dbus-daemon python3-dbusmock curl
+  # the rpm-ostree stand-in's tests: a GDBus client (python3-gi), the booted simulation and
+  # cleanup of immutable deployments (util-linux unshare/nsenter, e2fsprogs chattr)
+  python3-gi util-linux
   # systemctl --root: the oracle for offline unit enablement
   systemd
   # packaging checks

@@ -362,12 +362,24 @@ fn write_deployment(
         .ok_or_else(|| format!("No previous deployment for OS '{}'", ctx.osname))?;
     let argv: Vec<&str> = kargs.iter().map(String::as_str).collect();
     let opts = ostree::SysrootDeployTreeOpts {
-        locked: lock,
+        locked: false,
         override_kernel_argv: Some(&argv),
         overlay_initrds: None,
     };
     let none = gio::Cancellable::NONE;
     if sysroot.booted_deployment().is_some() {
+        // libostree 2022.7 has no "locked" staging option: its finalize-staged only looks for
+        // this file, which rpm-ostree used to create itself. Set or clear it before staging,
+        // so a shutdown in between never finalizes what should have been locked.
+        let lock_file = Path::new(STAGED_LOCKED_PATH);
+        if lock {
+            std::fs::create_dir_all(lock_file.parent().expect("absolute path"))
+                .and_then(|()| std::fs::write(lock_file, ""))
+                .map_err(|e| format!("Writing {STAGED_LOCKED_PATH}: {e}"))?;
+        } else if lock_file.exists() {
+            std::fs::remove_file(lock_file)
+                .map_err(|e| format!("Removing {STAGED_LOCKED_PATH}: {e}"))?;
+        }
         ctx.progress.task_begin("Staging deployment");
         sysroot
             .stage_tree_with_options(

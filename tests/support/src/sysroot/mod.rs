@@ -432,3 +432,6 @@ fn path_str(p: &Path) -> Result<String> {
         .map(str::to_string)
         .with_context(|| format!("path {} is not UTF-8", p.display()))
 }
+
+mod booted;
+pub use booted::BootedProcess;
