@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 tests/vm/build-image.sh
+# the harness, and the binaries the scenarios install into the guests
 cargo build -q -p mco-vm-tests --tests
+cargo build -q -p mco-agent -p mco-firstboot
 exec cargo test -q -p mco-vm-tests --tests -- --ignored \
   --test-threads="${MCO_VM_PARALLEL:-2}" "$@"

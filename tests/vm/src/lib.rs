@@ -14,6 +14,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod agent;
 pub mod bls;
 pub mod console;
 pub mod ext4;

@@ -1,0 +1,85 @@
+//! Installs the agent cargo built into a booted guest, laid out as the RPM lays it out, except
+//! that the binaries go under /usr/local (on the ostree disk /usr is read-only and /usr/local is
+//! /var/usrlocal, which survives OS pivots, as on Fedora CoreOS). The units are the real ones
+//! from `units/`, with a drop-in that points ExecStart at /usr/local.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, ensure};
+
+use crate::images;
+use crate::vm::{GUEST_SHARE, Vm};
+
+/// (binary, directory under /usr/local, unit whose ExecStart runs it)
+const BINARIES: [(&str, &str, &str); 2] = [
+    ("mco-agent", "bin", "mco-agent.service"),
+    ("mco-firstboot", "libexec", "mco-firstboot.service"),
+];
+
+/// Where cargo put the binaries: `$MCO_VM_BIN_DIR`, else `$CARGO_TARGET_DIR/debug`, else
+/// `target/debug` (tests/vm/run.sh builds them before any VM boots).
+pub fn binary_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MCO_VM_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| images::workspace_dir().join("target"))
+        .join("debug")
+}
+
+impl Vm {
+    /// Installs `mco-agent` and `mco-firstboot` under /usr/local, the units (not enabled) and the
+    /// tmpfiles (applied), then reloads systemd.
+    pub fn install_agent(&mut self) -> Result<()> {
+        let staging = self.share().join("mco");
+        let units = images::workspace_dir().join("units");
+        std::fs::create_dir_all(staging.join("bin"))?;
+        std::fs::create_dir_all(staging.join("units"))?;
+        let bins = binary_dir();
+        for (name, _, _) in BINARIES {
+            let from = bins.join(name);
+            ensure!(
+                from.is_file(),
+                "{}: missing (cargo build -p mco-agent -p mco-firstboot)",
+                from.display()
+            );
+            std::fs::copy(&from, staging.join("bin").join(name))
+                .with_context(|| format!("copying {}", from.display()))?;
+        }
+        for name in [
+            "mco-agent.service",
+            "mco-firstboot.service",
+            "mco-agent.conf",
+        ] {
+            std::fs::copy(units.join(name), staging.join("units").join(name))
+                .with_context(|| format!("copying units/{name}"))?;
+        }
+        let mut script = String::from("set -e\n");
+        for (name, dir, unit) in BINARIES {
+            script.push_str(&format!(
+                "install -D -m755 {GUEST_SHARE}/mco/bin/{name} /usr/local/{dir}/{name}\n\
+                 install -m644 {GUEST_SHARE}/mco/units/{unit} /etc/systemd/system/{unit}\n\
+                 mkdir -p /etc/systemd/system/{unit}.d\n\
+                 printf '[Service]\\nExecStart=\\nExecStart=%s\\n' \
+                   \"$(sed -n 's|^ExecStart=/usr/{dir}/|/usr/local/{dir}/|p' /etc/systemd/system/{unit})\" \
+                   > /etc/systemd/system/{unit}.d/50-usr-local.conf\n"
+            ));
+        }
+        script.push_str(&format!(
+            "install -m644 {GUEST_SHARE}/mco/units/mco-agent.conf /etc/tmpfiles.d/mco-agent.conf\n\
+             systemd-tmpfiles --create /etc/tmpfiles.d/mco-agent.conf\n\
+             systemctl daemon-reload\n"
+        ));
+        self.run(&script)
+            .context("installing the agent in the guest")?;
+        for (_, dir, unit) in BINARIES {
+            let exec = self.run(&format!("systemctl show -P ExecStart {unit}"))?;
+            ensure!(
+                exec.contains(&format!("path=/usr/local/{dir}/")),
+                "{unit}: ExecStart not redirected to /usr/local: {exec}"
+            );
+        }
+        Ok(())
+    }
+}
