@@ -82,4 +82,35 @@ impl Vm {
         }
         Ok(())
     }
+
+    /// Installs and starts the rpm-ostree stand-in `mco-test-rpmostreed --sysroot /` as
+    /// `rpm-ostreed.service` on the guest's system bus (ostree disk only: it serves the booted
+    /// sysroot), and waits until it answers.
+    pub fn install_rpmostree_standin(&mut self) -> Result<()> {
+        let staging = self.share().join("standin");
+        std::fs::create_dir_all(&staging)?;
+        let binary = binary_dir().join("mco-test-rpmostreed");
+        ensure!(
+            binary.is_file(),
+            "{}: missing (cargo build -p mco-test-support --bins)",
+            binary.display()
+        );
+        std::fs::copy(&binary, staging.join("mco-test-rpmostreed"))?;
+        let files = images::harness_dir().join("standin");
+        for name in ["rpm-ostreed.service", "org.projectatomic.rpmostree1.conf"] {
+            std::fs::copy(files.join(name), staging.join(name))
+                .with_context(|| format!("copying tests/vm/standin/{name}"))?;
+        }
+        self.run(&format!(
+            "set -e\n\
+             install -D -m755 {GUEST_SHARE}/standin/mco-test-rpmostreed /usr/local/bin/mco-test-rpmostreed\n\
+             install -m644 {GUEST_SHARE}/standin/org.projectatomic.rpmostree1.conf /etc/dbus-1/system.d/\n\
+             install -m644 {GUEST_SHARE}/standin/rpm-ostreed.service /etc/systemd/system/\n\
+             systemctl reload dbus\n\
+             systemctl daemon-reload\n\
+             systemctl enable --now rpm-ostreed.service\n"
+        ))
+        .context("installing the rpm-ostree stand-in in the guest")?;
+        Ok(())
+    }
 }

@@ -130,3 +130,28 @@ fn booted_checksum_reads_ostree_admin_status() {
     assert_eq!(booted_checksum(status).as_deref(), Some("2222"));
     assert_eq!(booted_checksum("  debian 1111.0\n"), None);
 }
+
+#[test]
+#[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
+fn selftest_rpmostree_standin_serves_the_booted_sysroot() -> Result<()> {
+    let mut vm = Vm::builder("selftest-rpmostree-standin", Disk::Ostree).boot()?;
+    vm.install_rpmostree_standin()?;
+    ensure!(vm.run("systemctl is-active rpm-ostreed.service")?.trim() == "active");
+    let sysroot = "org.projectatomic.rpmostree1 /org/projectatomic/rpmostree1/Sysroot \
+                   org.projectatomic.rpmostree1.Sysroot";
+    let booted = vm.run(&format!("busctl get-property {sysroot} Booted"))?;
+    ensure!(
+        booted.trim() == "o \"/org/projectatomic/rpmostree1/debian\"",
+        "Booted: {booted}"
+    );
+    let commit_a = vm.run("ostree rev-parse debian/mco/a")?;
+    let deployments = vm.run(&format!(
+        "busctl get-property --json=short {sysroot} Deployments"
+    ))?;
+    ensure!(
+        deployments.contains(commit_a.trim()),
+        "the booted commit {} is not among the deployments: {deployments}",
+        commit_a.trim()
+    );
+    vm.poweroff()
+}
