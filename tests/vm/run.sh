@@ -12,5 +12,5 @@ tests/vm/build-image.sh
 # the harness, and the binaries the scenarios install into the guests
 cargo build -q -p mco-vm-tests --tests
 cargo build -q -p mco-agent -p mco-firstboot -p mco-test-support --bins
-exec cargo test -q -p mco-vm-tests --tests -- --ignored \
+exec cargo nextest run -p mco-vm-tests --run-ignored only --no-fail-fast \
   --test-threads="${MCO_VM_PARALLEL:-2}" "$@"
