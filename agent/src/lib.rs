@@ -8,6 +8,7 @@
 //! - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links for a root.
 //! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
 //! - [`cli`]: the `mco-agent` subcommands.
+//! - [`engine`]: the update engine (state machine, persisted steps, rollback, verification).
 //! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
 //! - [`logging`]: journald or stderr logging, set up once per binary.
 //! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
@@ -16,6 +17,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod engine;
 pub mod host;
 pub mod input;
 pub mod logging;

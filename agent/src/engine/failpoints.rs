@@ -1,0 +1,55 @@
+//! Failpoints (the `fail` crate, behind the agent's `failpoints` feature; compiled out
+//! otherwise). A binary built with the feature reads `FAILPOINTS` at start-up
+//! (`name=action;...`). Besides the fail crate's own actions (`panic`, `sleep(ms)`, `pause`,
+//! `print`), `return(...)` takes:
+//! - `return(kill)`: the process sends itself SIGKILL there, as `kill -9` or a power cut would
+//!   (nothing is flushed, no destructor runs);
+//! - `return` or `return(error)`: the step fails with an injected error (the failure path).
+//!
+//! Names are `engine::<point>`; the list is [`POINTS`].
+
+/// Every failpoint of the engine, in the order an update meets them.
+pub const POINTS: &[&str] = &[
+    "engine::recorded",
+    "engine::drained",
+    "engine::writing",
+    "engine::apply-midway",
+    "engine::written",
+    "engine::os-cleaned",
+    "engine::os-rebased",
+    "engine::os-kargs",
+    "engine::os-done",
+    "engine::post-actions",
+    "engine::committed",
+    "engine::reboot-recorded",
+    "engine::reboot-requested",
+    "engine::verifying",
+    "engine::rolling-back",
+    "engine::rolled-back-files",
+];
+
+/// Evaluates failpoint `name`: `Ok(())` unless it is configured to fail.
+pub fn failpoint(name: &str) -> anyhow::Result<()> {
+    debug_assert!(POINTS.contains(&name), "unknown failpoint {name}");
+    #[cfg(feature = "failpoints")]
+    if let Some(result) = fail::eval(name, |arg| act(name, arg)) {
+        return result;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "failpoints")]
+fn act(name: &str, arg: Option<String>) -> anyhow::Result<()> {
+    match arg.as_deref() {
+        Some("kill") => {
+            tracing::warn!(failpoint = name, "failpoint: SIGKILL");
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            // SIGKILL cannot be caught; if raising it failed, abort just as hard.
+            std::process::abort()
+        }
+        None | Some("error") => Err(anyhow::anyhow!("injected failure at failpoint {name}")),
+        Some(other) => Err(anyhow::anyhow!(
+            "injected failure at failpoint {name} ({other})"
+        )),
+    }
+}

@@ -1,0 +1,274 @@
+//! The update engine: one explicit state enum ([`record::Step`]), one transition function
+//! ([`Engine::transition`], in `steps.rs`), the update in progress persisted before every
+//! step that can be interrupted ([`record`]). `once-from`, the daemon (`start`) and the
+//! first-boot binary drive it.
+//!
+//! An update runs: reconcile (Unreconcilable with the MCD's reason) → preflight validation of
+//! the disk against the current config (skipped with the force file) → plan → *record* →
+//! drain if the plan says so → write files, units, users (`apply`) → OS changes through
+//! rpm-ostree → post-config actions and Done, or a reboot → after the boot, verify the booted
+//! deployment, kernel arguments and files → commit `currentconfig`, uncordon, Done.
+//! `currentconfig` is written only when the update is complete (after the reboot is verified
+//! for reboot updates), so a reboot that did not take never makes the node believe it is
+//! updated (the MCD's #5133).
+//!
+//! # Crash safety: what a restart does at each step
+//! The record is written (atomically) *before* each step runs, so a `kill -9` or a power cut
+//! leaves it at the step that was running:
+//!
+//! | recorded step | on restart |
+//! |---|---|
+//! | (none) | nothing was changed, or the update completed |
+//! | `Draining` | drain again (idempotent), go on |
+//! | `Writing` | files may be half-written: roll back to the current config, retry later |
+//! | `Os` | wait for a transaction still running, roll back (`cleanup -p`, files); but after an unplanned reboot into the new deployment, verify |
+//! | `PostActions` | run the actions again (idempotent), complete |
+//! | `RebootRequested` | same boot: request the reboot again; another boot: verify |
+//! | `Verifying` / `NotTaken` | verify (again) |
+//! | `RollingBack` | roll back again (idempotent) |
+//!
+//! Roll back is applying desired→current with every unit rewritten, after the backups of
+//! every path are re-established ([`backups`]), and removing staged OS changes. Every file
+//! write is atomic (temp file, fsync, rename), so no file is ever half-written.
+//!
+//! Failpoints (feature `failpoints`, `FAILPOINTS='engine::writing=return(kill)'`): see
+//! [`failpoint`]; every step has one.
+//!
+//! # Differences from the MCD, on purpose
+//! - The force file skips validation and re-applies everything, but reboots only when the
+//!   plan needs it; it is consumed when the update it started completes.
+//! - A failed verification after a reboot leaves the node Degraded with what did not take; it
+//!   is never rebooted again automatically (no reboot loops). The force file or a new
+//!   desired config recover it.
+//! - An empty `osImageURL` means the config does not manage the OS image: it is not checked.
+
+pub mod backups;
+mod failpoints;
+pub mod fake;
+mod os;
+mod post_actions;
+pub mod record;
+pub mod report;
+mod start;
+mod steps;
+mod verify;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use machine_config::plan::Plan;
+use machine_config::{MachineConfig, NodeDisruptionPolicy};
+
+use crate::apply::ApplyOutcome;
+use crate::host::reboot::Rebooter;
+use crate::host::systemd::Systemd;
+use crate::os::OsUpdater;
+use crate::rootfs::Root;
+use crate::units::UnitEnablement;
+
+pub use failpoints::{POINTS as FAILPOINTS, failpoint};
+pub use record::{Step, UpdateRecord};
+pub use report::{ClusterReport, NoCluster, NodeState, Reporter, Status};
+pub use verify::NodeValidation;
+
+/// The force file, inside the root.
+pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
+
+/// Where the kernel says which boot this is.
+pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The engine's hands: one small trait per host effect.
+#[derive(Clone, Default)]
+pub struct Seams {
+    /// Unit enablement for apply; `None`: offline links under the root.
+    pub units: Option<Arc<dyn UnitEnablement>>,
+    /// Live systemd for post-config actions; `None`: they are skipped and said so.
+    pub systemd: Option<Arc<dyn Systemd>>,
+    /// rpm-ostree; `None`: OS changes cannot be made ([`Seams::os_unavailable`] says why).
+    pub os: Option<Arc<dyn OsUpdater>>,
+    /// Why `os` is `None`.
+    pub os_unavailable: String,
+    /// The reboot; `None`: never reboot ([`Seams::no_reboot`] says why).
+    pub rebooter: Option<Arc<dyn Rebooter>>,
+    /// Why `rebooter` is `None` (`--skip-reboot`, ...).
+    pub no_reboot: String,
+}
+
+/// How the engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Leave OS changes out instead of failing when they cannot be made (`--skip-os`): the
+    /// recorded config keeps the current OS fields, so it says what the node really runs.
+    pub skip_os: bool,
+    /// Node architecture for the reconcile check.
+    pub arch: String,
+    /// User node-disruption policies merged over the MCD's defaults.
+    pub policies: NodeDisruptionPolicy,
+    /// Where the boot id is read (tests simulate reboots by changing it).
+    pub boot_id_file: PathBuf,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            skip_os: false,
+            arch: std::env::consts::ARCH.to_string(),
+            policies: NodeDisruptionPolicy::default(),
+            boot_id_file: PathBuf::from(BOOT_ID_FILE),
+        }
+    }
+}
+
+/// How an update ended (for now).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The node is in the desired config (committed).
+    Done,
+    /// A reboot into the desired config was requested.
+    Rebooting,
+    /// The update is applied and staged but needs a reboot nobody requested (`--skip-reboot`).
+    NeedsReboot,
+    /// The change cannot be made in place; nothing was changed.
+    Unreconcilable(String),
+    /// The update failed (rolled back when it had started), or did not take after a reboot.
+    Degraded(String),
+}
+
+/// What an update did.
+#[derive(Clone, Debug)]
+pub struct UpdateReport {
+    /// The config the node was in.
+    pub from: String,
+    /// The config applied.
+    pub to: String,
+    pub outcome: Outcome,
+    /// The plan (absent when none could be made, or for a resumed update).
+    pub plan: Option<Plan>,
+    /// What the apply wrote.
+    pub applied: Option<ApplyOutcome>,
+    /// OS changes made, described.
+    pub os_changes: Vec<String>,
+    /// OS changes left out (`--skip-os`).
+    pub left_out: Vec<String>,
+    /// Post-config actions run.
+    pub actions: Vec<String>,
+    /// Post-config actions skipped, with why.
+    pub skipped_actions: Vec<String>,
+    /// Wall time of this run of the engine.
+    pub duration: Duration,
+}
+
+impl UpdateReport {
+    fn new(from: &str, to: &str) -> Self {
+        UpdateReport {
+            from: from.to_string(),
+            to: to.to_string(),
+            outcome: Outcome::Done,
+            plan: None,
+            applied: None,
+            os_changes: Vec::new(),
+            left_out: Vec::new(),
+            actions: Vec::new(),
+            skipped_actions: Vec::new(),
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+/// The update engine over one root.
+pub struct Engine {
+    root: Root,
+    seams: Seams,
+    opts: EngineOptions,
+    reporter: Reporter,
+    boot_id: String,
+}
+
+impl Engine {
+    /// An engine over `root`; reads the boot id once (a new process is a new look at it).
+    pub fn new(
+        root: Root,
+        seams: Seams,
+        opts: EngineOptions,
+        cluster: Arc<dyn ClusterReport>,
+    ) -> Result<Self> {
+        let boot_id = read_boot_id(&opts.boot_id_file)?;
+        Ok(Engine {
+            root,
+            seams,
+            opts,
+            reporter: Reporter::new(cluster),
+            boot_id,
+        })
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub fn reporter(&self) -> &Reporter {
+        &self.reporter
+    }
+
+    pub fn seams(&self) -> &Seams {
+        &self.seams
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// This boot's id.
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+
+    /// The recorded update in progress, if any.
+    pub fn pending(&self) -> Result<Option<UpdateRecord>> {
+        record::load(&self.root)
+    }
+
+    /// Whether the force file is present.
+    pub fn force_file_present(&self) -> Result<bool> {
+        Ok(self.root.lstat(Path::new(FORCE_FILE))?.is_some())
+    }
+
+    /// Removes the force file (it has been acted on).
+    pub fn consume_force_file(&self) -> Result<()> {
+        if self
+            .root
+            .remove_file(Path::new(FORCE_FILE))
+            .context("removing the force file")?
+        {
+            tracing::info!(path = FORCE_FILE, "force file consumed");
+        }
+        Ok(())
+    }
+}
+
+/// Reads a boot id file (one line).
+pub fn read_boot_id(path: &Path) -> Result<String> {
+    let s = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the boot id from {}", path.display()))?;
+    let id = s.trim().to_string();
+    anyhow::ensure!(!id.is_empty(), "{}: empty boot id", path.display());
+    Ok(id)
+}
+
+/// `name` with `new`'s OS fields replaced by `os_from`'s (what a node runs when OS changes are
+/// left out).
+pub fn with_os_of(new: &MachineConfig, os_from: &MachineConfig) -> MachineConfig {
+    let mut mc = new.clone();
+    let (s, o) = (&mut mc.spec, &os_from.spec);
+    s.os_image_url = o.os_image_url.clone();
+    s.base_os_extensions_container_image = o.base_os_extensions_container_image.clone();
+    s.kernel_arguments = o.kernel_arguments.clone();
+    s.kernel_type = o.kernel_type.clone();
+    s.extensions = o.extensions.clone();
+    mc
+}

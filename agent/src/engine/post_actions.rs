@@ -1,0 +1,131 @@
+//! Post-config actions of a rebootless update, in the plan's order, through systemd: `Reload`
+//! and `Restart` of a service (waiting for the job), `DaemonReload`, `Special` (reload crio
+//! after a registries.conf change), `None` (say no reboot is needed), `Drain` (done before
+//! writing). Without a live systemd (`--root`), they are skipped and listed as skipped.
+
+use anyhow::{Context, Result};
+use machine_config::Action;
+
+use super::report::Reporter;
+use crate::host::systemd::Systemd;
+
+/// What the actions did.
+#[derive(Debug, Default)]
+pub(crate) struct ActionsRun {
+    pub run: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+fn describe(a: &Action) -> String {
+    match a.unit() {
+        Some(u) => format!("{} {u}", a.type_name()),
+        None => a.type_name().to_string(),
+    }
+}
+
+/// The unit whose restart falls back to running `update-ca-trust` (as the MCD does).
+const CA_TRUST_UNIT: &str = "coreos-update-ca-trust.service";
+
+/// Runs `actions`. `systemd` is `None` when there is no live systemd (alternate root).
+pub(crate) async fn run(
+    actions: &[Action],
+    systemd: Option<&dyn Systemd>,
+    reporter: &Reporter,
+    config: &str,
+) -> Result<ActionsRun> {
+    let mut out = ActionsRun::default();
+    for action in actions {
+        let what = describe(action);
+        tracing::info!(
+            action = what,
+            config,
+            "Performing post config change action"
+        );
+        match action {
+            Action::None => {
+                reporter
+                    .event("SkipReboot", "Config changes do not require reboot.")
+                    .await;
+                tracing::info!(config, "Node has Desired Config {config}, skipping reboot");
+                continue;
+            }
+            Action::Drain | Action::Reboot => continue,
+            _ => {}
+        }
+        let Some(systemd) = systemd else {
+            out.skipped
+                .push(format!("{what} (no live systemd for an alternate root)"));
+            continue;
+        };
+        match action {
+            Action::Reload(unit) => {
+                let r = systemd.reload_unit(unit).await;
+                service_event(reporter, "Reload", unit, &r).await;
+                r.with_context(|| format!("reloading {unit}"))?;
+            }
+            Action::Restart(unit) => {
+                let r = systemd.restart_unit(unit).await;
+                service_event(reporter, "Restart", unit, &r).await;
+                if let Err(e) = r {
+                    if unit != CA_TRUST_UNIT {
+                        return Err(e).with_context(|| format!("restarting {unit}"));
+                    }
+                    tracing::warn!(unit, error = %e, "restart failed; running update-ca-trust instead");
+                    run_update_ca_trust().await?;
+                }
+            }
+            Action::DaemonReload => systemd
+                .daemon_reload()
+                .await
+                .context("systemd daemon-reload")?,
+            Action::Special => {
+                let r = systemd.reload_unit("crio.service").await;
+                service_event(reporter, "Reload", "crio.service", &r).await;
+                r.context("reloading crio.service after a registries.conf change")?;
+            }
+            Action::None | Action::Drain | Action::Reboot => {}
+        }
+        out.run.push(what);
+    }
+    Ok(out)
+}
+
+async fn service_event<E: std::fmt::Display>(
+    reporter: &Reporter,
+    verb: &str,
+    unit: &str,
+    result: &std::result::Result<(), E>,
+) {
+    let past = if verb == "Reload" {
+        "reloaded"
+    } else {
+        "restarted"
+    };
+    match result {
+        Ok(()) => {
+            reporter
+                .event(
+                    &format!("Service{verb}"),
+                    &format!("Service {unit} was {past}"),
+                )
+                .await
+        }
+        Err(e) => {
+            reporter
+                .event(
+                    &format!("FailedService{verb}"),
+                    &format!("{verb} of {unit} failed: {e}"),
+                )
+                .await
+        }
+    }
+}
+
+async fn run_update_ca_trust() -> Result<()> {
+    let status = tokio::process::Command::new("update-ca-trust")
+        .status()
+        .await
+        .context("running update-ca-trust")?;
+    anyhow::ensure!(status.success(), "update-ca-trust failed: {status}");
+    Ok(())
+}

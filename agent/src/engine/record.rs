@@ -1,0 +1,215 @@
+//! The update in progress, persisted before every step that can be interrupted:
+//! `/etc/machine-config-daemon/mco-agent-update.json` inside the root (our file; the MCD has no
+//! equivalent). It holds both configs in full, so an update can be finished or rolled back after
+//! a crash or a reboot without asking anyone for them, and the step it was at.
+//!
+//! `currentconfig` (the MCO's file) is not touched until the update is complete.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use machine_config::MachineConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::rootfs::{Owner, Root};
+
+/// Where the update in progress is recorded, inside the root.
+pub const UPDATE_RECORD: &str = "/etc/machine-config-daemon/mco-agent-update.json";
+
+/// Version of the record's format.
+const RECORD_VERSION: u32 = 1;
+
+/// A step of an update, as recorded. The comment of each variant says what a restart does when
+/// it finds the record at that step (see the module docs of [`crate::engine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// The drain was requested. Restart: drain again (idempotent), then go on.
+    Draining,
+    /// Files, units and users are being written. Restart: roll back, then retry.
+    Writing,
+    /// rpm-ostree is staging OS changes. Restart: wait for a transaction still running, then
+    /// roll back (`cleanup -p` and files), then retry; after an unplanned reboot into the new
+    /// deployment, verify instead.
+    Os,
+    /// Post-config actions (reload/restart/daemon-reload) are running; nothing else is left.
+    /// Restart: run them again (idempotent), then complete.
+    PostActions,
+    /// A reboot was requested in boot `boot_id`. Restart in the same boot: request it again;
+    /// in another boot: verify.
+    RebootRequested,
+    /// Verifying after the reboot that the OS and files took. Restart: verify again.
+    Verifying,
+    /// Verification found that the update did not take; the node is Degraded. Restart: verify
+    /// again (a later boot may have fixed it). Never rebooted again automatically.
+    NotTaken,
+    /// Rolling files, units, users and staged OS changes back to the current config. Restart:
+    /// roll back again (idempotent).
+    RollingBack,
+}
+
+impl Step {
+    /// The step's name for logs and the status file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Draining => "Draining",
+            Step::Writing => "Writing",
+            Step::Os => "Os",
+            Step::PostActions => "PostActions",
+            Step::RebootRequested => "RebootRequested",
+            Step::Verifying => "Verifying",
+            Step::NotTaken => "NotTaken",
+            Step::RollingBack => "RollingBack",
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The update in progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateRecord {
+    /// Format version.
+    pub version: u32,
+    /// The step the update is at.
+    pub step: Step,
+    /// The config the node was in when the update started (what a rollback returns to).
+    pub current: MachineConfig,
+    /// The config being applied.
+    pub desired: MachineConfig,
+    /// Nothing was applied to the root before (no `currentconfig`): directories and links are
+    /// written too, and the current config is an empty one.
+    pub first_application: bool,
+    /// The force file was present when the update started: every unit is rewritten and
+    /// on-disk validation was skipped.
+    pub force: bool,
+    /// The plan needs a reboot.
+    pub reboot: bool,
+    /// OS changes were (or are being) staged through rpm-ostree.
+    pub os_staged: bool,
+    /// The boot in which `step` was entered.
+    pub boot_id: String,
+    /// When the update started (Unix milliseconds).
+    pub started_ms: u64,
+    /// Paths (files, unit files, drop-ins) whose `orig`/`noorig` backup must exist before any
+    /// apply of this update runs; see [`crate::engine::backups`].
+    #[serde(default)]
+    pub stamped: Vec<String>,
+    /// Why the update is being rolled back, or why it did not take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl UpdateRecord {
+    /// A new record for an update from `current` to `desired`, at `step`.
+    pub fn new(current: MachineConfig, desired: MachineConfig, step: Step, boot_id: &str) -> Self {
+        UpdateRecord {
+            version: RECORD_VERSION,
+            step,
+            current,
+            desired,
+            first_application: false,
+            force: false,
+            reboot: false,
+            os_staged: false,
+            boot_id: boot_id.to_string(),
+            started_ms: now_ms(),
+            stamped: Vec::new(),
+            reason: None,
+        }
+    }
+
+    /// `current -> desired`, for logs and messages.
+    pub fn describe(&self) -> String {
+        format!("{} -> {}", self.current.name(), self.desired.name())
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Reads the update record; `None` when no update is in progress. A record that cannot be
+/// read is an error naming the file (it is never ignored: it may say the disk is half-updated).
+pub fn load(root: &Root) -> Result<Option<UpdateRecord>> {
+    let path = Path::new(UPDATE_RECORD);
+    let Some(bytes) = root.read(path)? else {
+        return Ok(None);
+    };
+    let record: UpdateRecord = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "{}: unreadable update record",
+            root.host_path(path).display()
+        )
+    })?;
+    if record.version != RECORD_VERSION {
+        anyhow::bail!(
+            "{}: update record version {} is not supported (expected {RECORD_VERSION})",
+            root.host_path(path).display(),
+            record.version
+        );
+    }
+    Ok(Some(record))
+}
+
+/// Persists `record` atomically (temp file, fsync, rename).
+pub fn store(root: &Root, record: &UpdateRecord) -> Result<()> {
+    let json = serde_json::to_vec(record).context("serializing the update record")?;
+    root.write_atomic(Path::new(UPDATE_RECORD), &json, 0o600, Owner::ROOT)
+        .with_context(|| format!("recording the update step {}", record.step))?;
+    Ok(())
+}
+
+/// Removes the record: no update is in progress any more.
+pub fn clear(root: &Root) -> Result<()> {
+    root.remove_file(Path::new(UPDATE_RECORD))
+        .context("removing the update record")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machine_config::MachineConfigSpec;
+
+    #[test]
+    fn round_trips_and_clears() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        assert!(load(&root).unwrap().is_none());
+        let mut rec = UpdateRecord::new(
+            MachineConfig::new("a", MachineConfigSpec::default()),
+            MachineConfig::new("b", MachineConfigSpec::default()),
+            Step::Writing,
+            "boot-1",
+        );
+        rec.stamped = vec!["/etc/x".into()];
+        store(&root, &rec).unwrap();
+        assert_eq!(load(&root).unwrap(), Some(rec.clone()));
+        assert_eq!(rec.describe(), "a -> b");
+        clear(&root).unwrap();
+        assert!(load(&root).unwrap().is_none());
+        clear(&root).unwrap();
+    }
+
+    #[test]
+    fn a_broken_record_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        root.write_atomic(Path::new(UPDATE_RECORD), b"{", 0o600, Owner::ROOT)
+            .unwrap();
+        let err = format!("{:#}", load(&root).unwrap_err());
+        assert!(
+            err.contains("mco-agent-update.json: unreadable update record"),
+            "{err}"
+        );
+    }
+}

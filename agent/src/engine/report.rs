@@ -1,0 +1,255 @@
+//! Where the engine's state goes: the cluster (Node annotations and events, through
+//! [`ClusterReport`]), the status file `/run/mco-agent/status.json` (inside the root), one
+//! journal line per transition with structured fields, and sd_notify `STATUS=`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::Result;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::record::now_ms;
+use crate::rootfs::{Owner, Root};
+
+/// Where the status file goes, inside the root.
+pub const STATUS_FILE: &str = "/run/mco-agent/status.json";
+
+/// The node's state, as the `machineconfiguration.openshift.io/state` annotation says it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeState {
+    #[default]
+    Done,
+    Working,
+    Degraded,
+    Unreconcilable,
+}
+
+impl NodeState {
+    /// The annotation value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Done => "Done",
+            NodeState::Working => "Working",
+            NodeState::Degraded => "Degraded",
+            NodeState::Unreconcilable => "Unreconcilable",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the engine tells the cluster. With a kubeconfig this is the Node's annotations and
+/// events; standalone it is [`NoCluster`].
+#[async_trait]
+pub trait ClusterReport: Send + Sync {
+    /// Sets `state` and `reason`.
+    async fn report(&self, state: NodeState, reason: &str) -> Result<()>;
+    /// The MCD's `SetDone`: `currentConfig=config`, `state=Done`, `reason=""`.
+    async fn set_done(&self, config: &str) -> Result<()>;
+    /// Records an event on the Node with one of the MCD's reasons.
+    async fn event(&self, reason: &str, message: &str) -> Result<()>;
+    /// Cordons and drains the node before applying `config`.
+    async fn drain(&self, config: &str) -> Result<()>;
+    /// Makes the node schedulable again once it is in `config`.
+    async fn uncordon(&self, config: &str) -> Result<()>;
+}
+
+/// No cluster: nothing to annotate, nothing to drain (no pods are scheduled by anyone).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCluster;
+
+#[async_trait]
+impl ClusterReport for NoCluster {
+    async fn report(&self, _state: NodeState, _reason: &str) -> Result<()> {
+        Ok(())
+    }
+    async fn set_done(&self, _config: &str) -> Result<()> {
+        Ok(())
+    }
+    async fn event(&self, _reason: &str, _message: &str) -> Result<()> {
+        Ok(())
+    }
+    async fn drain(&self, config: &str) -> Result<()> {
+        tracing::info!(config, "no cluster: nothing to drain");
+        Ok(())
+    }
+    async fn uncordon(&self, _config: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The last (or running) update, in the status file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastUpdate {
+    pub from: String,
+    pub to: String,
+    pub started_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// `Done`, `Rebooting`, `NeedsReboot`, `Degraded`, `Unreconcilable`, or empty while running.
+    pub result: String,
+    /// The update needs (or needed) a reboot.
+    pub reboot: bool,
+}
+
+/// The status file: what `mco-agent status` and the first-boot binary read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub current: Option<String>,
+    pub desired: Option<String>,
+    pub state: NodeState,
+    pub reason: String,
+    /// The step of the update in progress (see `engine::record::Step`).
+    pub pending_step: Option<String>,
+    /// An update is applied but waits for a reboot nobody requested (`--skip-reboot`).
+    pub needs_reboot: bool,
+    pub last_update: Option<LastUpdate>,
+    pub updated_ms: u64,
+}
+
+/// Reads the status file of `root`, if any.
+pub fn read_status(root: &Root) -> Result<Option<Status>> {
+    match root.read(Path::new(STATUS_FILE))? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+    }
+}
+
+/// Fans the engine's state out: cluster, status file, journal, sd_notify.
+pub struct Reporter {
+    cluster: Arc<dyn ClusterReport>,
+    status: Mutex<Status>,
+}
+
+impl Reporter {
+    pub fn new(cluster: Arc<dyn ClusterReport>) -> Self {
+        Reporter {
+            cluster,
+            status: Mutex::new(Status::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the status as last reported.
+    pub fn status(&self) -> Status {
+        self.lock().clone()
+    }
+
+    /// Changes the status and rewrites the file (failures are logged: the status file is
+    /// informational, the update goes on).
+    pub fn update_status(&self, root: &Root, f: impl FnOnce(&mut Status)) {
+        let json = {
+            let mut s = self.lock();
+            f(&mut s);
+            s.updated_ms = now_ms();
+            serde_json::to_vec_pretty(&*s)
+        };
+        let written = json.map_err(anyhow::Error::from).and_then(|j| {
+            root.write_atomic(Path::new(STATUS_FILE), &j, 0o644, Owner::ROOT)
+                .map_err(anyhow::Error::from)
+        });
+        if let Err(e) = written {
+            tracing::warn!(error = %format!("{e:#}"), "could not write the status file");
+        }
+    }
+
+    /// Sets the node state and reason: one journal line when it changes, the status file, the
+    /// cluster's annotations.
+    pub async fn state(&self, root: &Root, state: NodeState, reason: &str) {
+        let before = self.status();
+        if before.state != state || before.reason != reason {
+            let config = before
+                .desired
+                .clone()
+                .or(before.current.clone())
+                .unwrap_or_default();
+            if state == NodeState::Done || state == NodeState::Working {
+                tracing::info!(
+                    state = state.as_str(),
+                    from = before.state.as_str(),
+                    config,
+                    "Transitioned from state: {} -> {}",
+                    before.state,
+                    state
+                );
+            } else {
+                tracing::warn!(
+                    state = state.as_str(),
+                    from = before.state.as_str(),
+                    config,
+                    reason,
+                    "Transitioned from state: {} -> {}: {reason}",
+                    before.state,
+                    state
+                );
+            }
+        }
+        self.update_status(root, |s| {
+            s.state = state;
+            s.reason = reason.to_string();
+        });
+        crate::notify::status(&match reason {
+            "" => state.to_string(),
+            r => format!("{state}: {r}"),
+        });
+        if let Err(e) = self.cluster.report(state, reason).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not report the state to the cluster");
+        }
+    }
+
+    /// The update step now running (status file and sd_notify `STATUS=`).
+    pub fn step(&self, root: &Root, step: Option<&str>, what: &str) {
+        if let Some(step) = step {
+            tracing::info!(step, "{what}");
+            crate::notify::status(what);
+        }
+        self.update_status(root, |s| s.pending_step = step.map(str::to_string));
+    }
+
+    /// The node is in `config`: status Done, `SetDone` on the cluster.
+    pub async fn done(&self, root: &Root, config: &str) {
+        let before = self.status();
+        if before.state != NodeState::Done || before.current.as_deref() != Some(config) {
+            tracing::info!(
+                state = "Done",
+                from = before.state.as_str(),
+                config,
+                "Transitioned from state: {} -> Done (current config {config})",
+                before.state
+            );
+        }
+        self.update_status(root, |s| {
+            s.state = NodeState::Done;
+            s.reason.clear();
+            s.current = Some(config.to_string());
+            s.pending_step = None;
+            s.needs_reboot = false;
+        });
+        crate::notify::status(&format!("Done: {config}"));
+        if let Err(e) = self.cluster.set_done(config).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not report Done to the cluster");
+        }
+    }
+
+    /// An event on the Node with one of the MCD's reasons (also logged).
+    pub async fn event(&self, reason: &str, message: &str) {
+        tracing::info!(event = reason, "{message}");
+        if let Err(e) = self.cluster.event(reason, message).await {
+            tracing::warn!(error = %format!("{e:#}"), event = reason, "could not record the event");
+        }
+    }
+
+    pub fn cluster(&self) -> &dyn ClusterReport {
+        self.cluster.as_ref()
+    }
+}

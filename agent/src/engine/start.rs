@@ -1,0 +1,318 @@
+//! Starting, resuming and finishing updates: the engine's public entry points.
+
+use std::time::Instant;
+
+use machine_config::MachineConfig;
+use machine_config::plan::Plan;
+
+use super::record::{self, Step, UpdateRecord, now_ms};
+use super::report::LastUpdate;
+use super::steps::Ctx;
+use super::{Engine, NodeState, Outcome, UpdateReport, backups, failpoint, os, with_os_of};
+use crate::input;
+use crate::once::first_application_baseline;
+
+impl Engine {
+    /// Updates the node to `desired`. `force`: the force file was present (skip validation,
+    /// rewrite every unit). An update recorded earlier is resumed when it is this same update,
+    /// and rolled back first when it is another one (the desired config changed meanwhile).
+    pub async fn update(&self, desired: &MachineConfig, force: bool) -> UpdateReport {
+        let mut report = UpdateReport::new("", desired.name());
+        let started = Instant::now();
+        match self.pending() {
+            Err(e) => {
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return self.finish(report, now_ms()).await;
+            }
+            Ok(Some(rec)) if !force && same_update(&rec, desired) => {
+                return self.resume_record(rec).await;
+            }
+            Ok(Some(rec)) => {
+                let why = format!(
+                    "re-targeted from {} to {}",
+                    rec.desired.name(),
+                    desired.name()
+                );
+                tracing::info!(
+                    update = rec.describe(),
+                    "{why}: rolling the recorded update back first"
+                );
+                if let Err(reason) = self.roll_back_record(rec, why).await {
+                    report.outcome = Outcome::Degraded(reason);
+                    return self.finish(report, now_ms()).await;
+                }
+            }
+            Ok(None) => {}
+        }
+        let started_ms = now_ms();
+        match self.begin(desired, force, &mut report).await {
+            Ok((rec, mut ctx)) => {
+                ctx.started = started;
+                let report = self.drive(rec, ctx).await;
+                self.finish(report, started_ms).await
+            }
+            Err(outcome) => {
+                report.outcome = outcome;
+                report.duration = started.elapsed();
+                self.finish(report, started_ms).await
+            }
+        }
+    }
+
+    /// Resumes the recorded update, if any: after a restart (roll back or go on, per step) or a
+    /// reboot (verify).
+    pub async fn resume(&self) -> Option<UpdateReport> {
+        match self.pending() {
+            Ok(None) => None,
+            Ok(Some(rec)) => Some(self.resume_record(rec).await),
+            Err(e) => {
+                let mut report = UpdateReport::new("", "");
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                Some(self.finish(report, now_ms()).await)
+            }
+        }
+    }
+
+    async fn resume_record(&self, mut rec: UpdateRecord) -> UpdateReport {
+        let report = UpdateReport::new(rec.current.name(), rec.desired.name());
+        let mut ctx = match self.context(&rec, report) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                let mut report = UpdateReport::new(rec.current.name(), rec.desired.name());
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return self.finish(report, rec.started_ms).await;
+            }
+        };
+        let rebooted = rec.boot_id != self.boot_id;
+        let step = match rec.step {
+            Step::Writing => interrupted(&mut rec, "writing files, units and users"),
+            Step::Os => {
+                let took = match &self.seams.os {
+                    Some(os) if rebooted => os::runs(os.as_ref(), &rec.desired).await,
+                    _ => false,
+                };
+                if took {
+                    tracing::info!(
+                        update = rec.describe(),
+                        "the node rebooted into the staged OS changes: verifying"
+                    );
+                    Step::Verifying
+                } else {
+                    interrupted(&mut rec, "staging OS changes")
+                }
+            }
+            other => other,
+        };
+        tracing::info!(update = rec.describe(), recorded = %rec.step, resume = %step, rebooted, "resuming the recorded update");
+        if step != rec.step {
+            rec.step = step;
+            if let Err(e) = record::store(&self.root, &rec) {
+                ctx.report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return self.finish(ctx.report, rec.started_ms).await;
+            }
+        }
+        self.reporter.update_status(&self.root, |s| {
+            s.current = Some(rec.current.name().to_string());
+            s.desired = Some(rec.desired.name().to_string());
+        });
+        let started_ms = rec.started_ms;
+        let report = self.drive(rec, ctx).await;
+        self.finish(report, started_ms).await
+    }
+
+    /// Rolls a recorded update back; `Err` with the reason when that failed.
+    async fn roll_back_record(&self, mut rec: UpdateRecord, why: String) -> Result<(), String> {
+        let ctx = self
+            .context(
+                &rec,
+                UpdateReport::new(rec.current.name(), rec.desired.name()),
+            )
+            .map_err(|e| format!("{e:#}"))?;
+        rec.reason = Some(why);
+        rec.step = Step::RollingBack;
+        record::store(&self.root, &rec).map_err(|e| format!("{e:#}"))?;
+        let report = self.drive(rec, ctx).await;
+        match self.pending() {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(match report.outcome {
+                Outcome::Degraded(r) => r,
+                other => format!("rolling back ended with {other:?}"),
+            }),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    }
+
+    /// Checks and plans a new update and records it. `Err` is the outcome when it does not
+    /// start (nothing was changed).
+    async fn begin(
+        &self,
+        desired: &MachineConfig,
+        force: bool,
+        report: &mut UpdateReport,
+    ) -> Result<(UpdateRecord, Ctx), Outcome> {
+        let degraded = |e: anyhow::Error| Outcome::Degraded(format!("{e:#}"));
+        let current = input::read_current(&self.root).map_err(degraded)?;
+        let first = current.is_none();
+        let (current_mc, current_ign) = match current {
+            Some(c) => (c.machine_config, c.ignition),
+            None => (
+                first_application_baseline(desired),
+                machine_config::Config::empty(),
+            ),
+        };
+        report.from = current_mc.name().to_string();
+        tracing::info!(
+            from = current_mc.name(),
+            to = desired.name(),
+            force,
+            "Checking Reconcilable for config {} to {}",
+            current_mc.name(),
+            desired.name()
+        );
+        let mut plan = Plan::new(&current_mc, desired, &self.policy()).map_err(|e| {
+            Outcome::Degraded(format!("planning the update to {}: {e}", desired.name()))
+        })?;
+        if let Some(reason) = &plan.reason {
+            self.reporter.event("FailedToReconcile", reason).await;
+            report.plan = Some(plan.clone());
+            return Err(Outcome::Unreconcilable(reason.clone()));
+        }
+        let mut desired = desired.clone();
+        let os_changes = os::describe(&plan, &current_mc, &desired);
+        if !os_changes.is_empty() && self.opts.skip_os {
+            desired = with_os_of(&desired, &current_mc);
+            plan = Plan::new(&current_mc, &desired, &self.policy())
+                .map_err(|e| Outcome::Degraded(format!("planning without OS changes: {e}")))?;
+            report.left_out = os_changes;
+        } else if !os_changes.is_empty() && self.seams.os.is_none() {
+            return Err(Outcome::Degraded(format!(
+                "config {} changes the OS ({}), which needs rpm-ostree: {}; nothing was changed",
+                desired.name(),
+                os_changes.join("; "),
+                self.seams.os_unavailable
+            )));
+        }
+        report.plan = Some(plan.clone());
+        if force {
+            tracing::info!(
+                "Skipping preflight config drift check; {} present",
+                super::FORCE_FILE
+            );
+        } else if !first {
+            let v = self.validate_files(&current_mc, &current_ign);
+            if !v.is_ok() {
+                let messages: Vec<String> =
+                    v.mismatches.iter().map(|m| m.message.clone()).collect();
+                let reason = format!(
+                    "unexpected on-disk state validating against {}: {}",
+                    current_mc.name(),
+                    messages.join("; ")
+                );
+                self.reporter
+                    .event("PreflightConfigDriftCheckFailed", &reason)
+                    .await;
+                return Err(Outcome::Degraded(reason));
+            }
+        }
+        let desired_ign = desired.ignition().map_err(|e| degraded(e.into()))?;
+        let step = if plan.drain {
+            Step::Draining
+        } else {
+            Step::Writing
+        };
+        let mut rec = UpdateRecord::new(current_mc, desired, step, &self.boot_id);
+        rec.first_application = first;
+        rec.force = force;
+        rec.reboot = plan.reboot;
+        backups::prepare(&self.root, &mut rec, &current_ign, &desired_ign).map_err(degraded)?;
+        record::store(&self.root, &rec).map_err(degraded)?;
+        tracing::info!(
+            update = rec.describe(),
+            plan = plan.to_json(),
+            "Starting update from {} to {}",
+            rec.current.name(),
+            rec.desired.name()
+        );
+        let status = self.reporter.status();
+        if !matches!(
+            status.state,
+            NodeState::Degraded | NodeState::Unreconcilable
+        ) {
+            self.reporter
+                .state(&self.root, NodeState::Working, "")
+                .await;
+        }
+        self.reporter.update_status(&self.root, |s| {
+            s.current = Some(rec.current.name().to_string());
+            s.desired = Some(rec.desired.name().to_string());
+            s.needs_reboot = false;
+            s.last_update = Some(LastUpdate {
+                from: rec.current.name().to_string(),
+                to: rec.desired.name().to_string(),
+                started_ms: rec.started_ms,
+                reboot: rec.reboot,
+                ..LastUpdate::default()
+            });
+        });
+        self.reporter.step(
+            &self.root,
+            Some(step.as_str()),
+            &format!("update {}: {step}", rec.describe()),
+        );
+        failpoint("engine::recorded").map_err(degraded)?;
+        let ctx = Ctx {
+            plan,
+            current_ign,
+            desired_ign,
+            report: report.clone(),
+            started: Instant::now(),
+        };
+        Ok((rec, ctx))
+    }
+
+    /// Reports the outcome (state, reason, last update) and returns the report.
+    async fn finish(&self, report: UpdateReport, started_ms: u64) -> UpdateReport {
+        let (result, state) = match &report.outcome {
+            Outcome::Done => ("Done", None),
+            Outcome::Rebooting => ("Rebooting", None),
+            Outcome::NeedsReboot => ("NeedsReboot", None),
+            Outcome::Unreconcilable(r) => ("Unreconcilable", Some((NodeState::Unreconcilable, r))),
+            Outcome::Degraded(r) => ("Degraded", Some((NodeState::Degraded, r))),
+        };
+        if let Some((state, reason)) = state {
+            self.reporter.state(&self.root, state, reason).await;
+        }
+        let ended = now_ms();
+        let pending = self.pending().ok().flatten();
+        self.reporter.update_status(&self.root, |s| {
+            s.pending_step = pending.as_ref().map(|r| r.step.as_str().to_string());
+            let last = s.last_update.get_or_insert_with(LastUpdate::default);
+            last.from = report.from.clone();
+            last.to = report.to.clone();
+            last.started_ms = started_ms;
+            last.result = result.to_string();
+            if matches!(
+                report.outcome,
+                Outcome::Done | Outcome::Degraded(_) | Outcome::Unreconcilable(_)
+            ) {
+                last.ended_ms = Some(ended);
+                last.duration_ms = Some(ended.saturating_sub(started_ms));
+            }
+        });
+        report
+    }
+}
+
+/// Whether `rec` is the update to `desired` (as recorded: OS fields may have been left out).
+fn same_update(rec: &UpdateRecord, desired: &MachineConfig) -> bool {
+    rec.desired == *desired || rec.desired == with_os_of(desired, &rec.current)
+}
+
+/// A step interrupted by a crash: roll back.
+fn interrupted(rec: &mut UpdateRecord, what: &str) -> Step {
+    rec.reason = Some(format!(
+        "the update to {} was interrupted while {what}; rolled back, will retry",
+        rec.desired.name()
+    ));
+    Step::RollingBack
+}

@@ -1,0 +1,375 @@
+//! The transition function: one step of a recorded update at a time, and the loop that
+//! persists the record before each step ([`Engine::drive`]). See the module docs of
+//! [`crate::engine`] for what a restart does at each step.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use machine_config::Config;
+use machine_config::plan::{Plan, PolicyOptions};
+
+use super::record::{self, Step, UpdateRecord};
+use super::{Engine, Outcome, UpdateReport, backups, failpoint, os, post_actions};
+use crate::apply::{ApplyOptions, apply};
+use crate::input;
+use crate::units::{OfflineUnits, UnitEnablement};
+
+/// What an update needs besides its record: recomputed from the record on every run, so a
+/// resumed update works from exactly what was recorded.
+pub(crate) struct Ctx {
+    pub plan: Plan,
+    pub current_ign: Config,
+    pub desired_ign: Config,
+    pub report: UpdateReport,
+    pub started: Instant,
+}
+
+/// Where a transition leads.
+pub(crate) enum Next {
+    /// Record this step, then run it.
+    Step(Step),
+    /// Record this step and stop with this outcome (the update waits at the step).
+    Park(Step, Outcome),
+    /// Stop with this outcome (the record was cleared, or stays as it is).
+    Finish(Outcome),
+}
+
+impl Engine {
+    pub(crate) fn policy(&self) -> PolicyOptions {
+        PolicyOptions {
+            arch: self.opts.arch.clone(),
+            policies: self.opts.policies.clone(),
+            ..PolicyOptions::default()
+        }
+    }
+
+    /// The context of a recorded update.
+    pub(crate) fn context(&self, rec: &UpdateRecord, report: UpdateReport) -> Result<Ctx> {
+        let current_ign = if rec.first_application {
+            Config::empty()
+        } else {
+            rec.current
+                .ignition()
+                .context("the recorded current config")?
+        };
+        let desired_ign = rec
+            .desired
+            .ignition()
+            .context("the recorded desired config")?;
+        let plan = Plan::new(&rec.current, &rec.desired, &self.policy())
+            .context("planning the recorded update")?;
+        Ok(Ctx {
+            plan,
+            current_ign,
+            desired_ign,
+            report,
+            started: Instant::now(),
+        })
+    }
+
+    /// Runs transitions from `rec.step`, persisting the record before each step.
+    pub(crate) async fn drive(&self, mut rec: UpdateRecord, mut ctx: Ctx) -> UpdateReport {
+        loop {
+            let next = self.transition(&mut rec, &mut ctx).await;
+            let (step, outcome) = match next {
+                Next::Step(step) => (step, None),
+                Next::Park(step, outcome) => (step, Some(outcome)),
+                Next::Finish(outcome) => {
+                    ctx.report.outcome = outcome;
+                    break;
+                }
+            };
+            rec.step = step;
+            rec.boot_id = self.boot_id.clone();
+            if let Err(e) = record::store(&self.root, &rec) {
+                // The previous step stays recorded; a restart resumes from it.
+                ctx.report.outcome = Outcome::Degraded(format!("{e:#}"));
+                break;
+            }
+            self.reporter.step(
+                &self.root,
+                Some(step.as_str()),
+                &format!("update {}: {step}", rec.describe()),
+            );
+            if let Some(outcome) = outcome {
+                ctx.report.outcome = outcome;
+                break;
+            }
+        }
+        ctx.report.duration = ctx.started.elapsed();
+        ctx.report
+    }
+
+    /// One step of the update.
+    pub(crate) async fn transition(&self, rec: &mut UpdateRecord, ctx: &mut Ctx) -> Next {
+        match rec.step {
+            Step::Draining => match self.drain(rec).await {
+                Ok(()) => Next::Step(Step::Writing),
+                Err(e) => {
+                    // Nothing was written: the update simply did not start.
+                    let reason = format!("{e:#}");
+                    if let Err(e) = record::clear(&self.root) {
+                        tracing::warn!(error = %format!("{e:#}"), "clearing the update record");
+                    }
+                    Next::Finish(Outcome::Degraded(reason))
+                }
+            },
+            Step::Writing => match self.write(rec, ctx).await {
+                Ok(()) if os::plan_changes_os(&ctx.plan) => {
+                    rec.os_staged = true;
+                    Next::Step(Step::Os)
+                }
+                Ok(()) => Next::Step(after_changes(rec)),
+                Err(e) => fail(rec, format!("{e:#}")),
+            },
+            Step::Os => match self.stage_os(rec, ctx).await {
+                Ok(()) => Next::Step(after_changes(rec)),
+                Err(e) => fail(rec, format!("{e:#}")),
+            },
+            Step::PostActions => match self.post_actions(rec, ctx).await {
+                Ok(()) => Next::Finish(self.complete(rec).await),
+                Err(e) => fail(rec, format!("{e:#}")),
+            },
+            Step::RebootRequested if rec.boot_id != self.boot_id => Next::Step(Step::Verifying),
+            Step::RebootRequested => self.request_reboot(rec).await,
+            Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
+            Step::RollingBack => self.roll_back(rec, ctx).await,
+        }
+    }
+
+    async fn drain(&self, rec: &UpdateRecord) -> Result<()> {
+        self.reporter
+            .event("Drain", "Draining node to update config.")
+            .await;
+        self.reporter
+            .cluster()
+            .drain(rec.desired.name())
+            .await
+            .context("failed to drain node")?;
+        failpoint("engine::drained")
+    }
+
+    fn with_units<'a>(&'a self, offline: &'a OfflineUnits<'a>) -> &'a dyn UnitEnablement {
+        match &self.seams.units {
+            Some(u) => u.as_ref(),
+            None => offline,
+        }
+    }
+
+    async fn write(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+        failpoint("engine::writing")?;
+        backups::restore_stamps(&self.root, rec)?;
+        let options = ApplyOptions {
+            field_prefix: "$.spec.config",
+            write_all: rec.force,
+            first_application: rec.first_application,
+        };
+        let offline = OfflineUnits::new(&self.root);
+        let outcome = apply(
+            &self.root,
+            &ctx.current_ign,
+            &ctx.desired_ign,
+            &options,
+            self.with_units(&offline),
+        )
+        .await
+        .with_context(|| format!("applying {}", rec.desired.name()))?;
+        ctx.report.applied = Some(outcome);
+        failpoint("engine::written")
+    }
+
+    async fn stage_os(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+        let os = self.seams.os.as_ref().with_context(|| {
+            format!(
+                "the update changes the OS, but rpm-ostree is not available: {}",
+                self.seams.os_unavailable
+            )
+        })?;
+        self.reporter
+            .event(
+                "OSUpdateStarted",
+                &format!("Changing the OS for config {}", rec.desired.name()),
+            )
+            .await;
+        let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
+        self.reporter
+            .event(
+                "OSUpdateStaged",
+                &format!("Changes to OS staged: {}", done.join("; ")),
+            )
+            .await;
+        ctx.report.os_changes = done;
+        failpoint("engine::os-done")
+    }
+
+    async fn post_actions(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+        failpoint("engine::post-actions")?;
+        let run = post_actions::run(
+            &ctx.plan.actions,
+            self.seams.systemd.as_deref(),
+            &self.reporter,
+            rec.desired.name(),
+        )
+        .await?;
+        ctx.report.actions = run.run;
+        ctx.report.skipped_actions = run.skipped;
+        Ok(())
+    }
+
+    async fn request_reboot(&self, rec: &mut UpdateRecord) -> Next {
+        if let Err(e) = failpoint("engine::reboot-recorded") {
+            return fail(rec, format!("{e:#}"));
+        }
+        let Some(rebooter) = &self.seams.rebooter else {
+            tracing::info!(config = rec.desired.name(), why = %self.seams.no_reboot, "the node needs a reboot to finish the update");
+            self.reporter
+                .update_status(&self.root, |s| s.needs_reboot = true);
+            return Next::Finish(Outcome::NeedsReboot);
+        };
+        let reason = format!("Node will reboot into config {}", rec.desired.name());
+        self.reporter.event("Reboot", &reason).await;
+        if rec.force
+            && let Err(e) = self.consume_force_file()
+        {
+            tracing::warn!(error = %format!("{e:#}"), "could not remove the force file");
+        }
+        match rebooter.reboot(&reason).await {
+            Ok(()) => match failpoint("engine::reboot-requested") {
+                Ok(()) => Next::Finish(Outcome::Rebooting),
+                Err(e) => fail(rec, format!("{e:#}")),
+            },
+            Err(e) => fail(
+                rec,
+                format!("reboot command failed, something is seriously wrong: {e}"),
+            ),
+        }
+    }
+
+    async fn verify(&self, rec: &mut UpdateRecord, ctx: &mut Ctx) -> Next {
+        if let Err(e) = failpoint("engine::verifying") {
+            return Next::Park(Step::NotTaken, Outcome::Degraded(format!("{e:#}")));
+        }
+        let v = self.validate_node(&rec.desired, &ctx.desired_ign).await;
+        if v.is_ok() {
+            tracing::info!(
+                config = rec.desired.name(),
+                "the update took: booted deployment, kernel arguments and files match"
+            );
+            return Next::Finish(self.complete(rec).await);
+        }
+        let reason = format!(
+            "update to {} did not take after the reboot: {}",
+            rec.desired.name(),
+            v.messages().join("; ")
+        );
+        rec.reason = Some(reason.clone());
+        Next::Park(Step::NotTaken, Outcome::Degraded(reason))
+    }
+
+    /// The update is complete: commit `currentconfig`, clear the record, uncordon, Done.
+    pub(crate) async fn complete(&self, rec: &UpdateRecord) -> Outcome {
+        let name = rec.desired.name();
+        if let Err(e) = input::write_current(&self.root, &rec.desired) {
+            return Outcome::Degraded(format!("recording the current config {name}: {e:#}"));
+        }
+        if let Err(e) = failpoint("engine::committed") {
+            return Outcome::Degraded(format!("{e:#}"));
+        }
+        if rec.force
+            && let Err(e) = self.consume_force_file()
+        {
+            tracing::warn!(error = %format!("{e:#}"), "could not remove the force file");
+        }
+        if let Err(e) = record::clear(&self.root) {
+            return Outcome::Degraded(format!("{e:#}"));
+        }
+        self.reporter.step(&self.root, None, "");
+        if let Err(e) = self.reporter.cluster().uncordon(name).await {
+            let reason = format!("failed to uncordon node: {e:#}");
+            self.reporter.event("FailedToUncordon", &reason).await;
+            self.reporter
+                .update_status(&self.root, |s| s.current = Some(name.to_string()));
+            return Outcome::Degraded(reason);
+        }
+        self.reporter
+            .event(
+                "NodeDone",
+                &format!("Setting node, currentConfig {name} to Done"),
+            )
+            .await;
+        self.reporter.done(&self.root, name).await;
+        Outcome::Done
+    }
+
+    async fn roll_back(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Next {
+        let reason = rec
+            .reason
+            .clone()
+            .unwrap_or_else(|| "the update was interrupted".to_string());
+        match self.undo(rec, ctx).await {
+            Ok(()) => {
+                tracing::warn!(
+                    update = rec.describe(),
+                    reason,
+                    "rolled back to the current config"
+                );
+                if let Err(e) = record::clear(&self.root) {
+                    return Next::Finish(Outcome::Degraded(format!("{reason}; {e:#}")));
+                }
+                self.reporter.step(&self.root, None, "");
+                Next::Finish(Outcome::Degraded(reason))
+            }
+            Err(e) => Next::Finish(Outcome::Degraded(format!(
+                "{reason}; rolling back to {} failed too, will retry: {e:#}",
+                rec.current.name()
+            ))),
+        }
+    }
+
+    /// Removes staged OS changes and re-applies the current config over the desired one.
+    async fn undo(&self, rec: &UpdateRecord, ctx: &Ctx) -> Result<()> {
+        failpoint("engine::rolling-back")?;
+        if rec.os_staged {
+            let os = self.seams.os.as_ref().with_context(|| {
+                format!(
+                    "OS changes may be staged but rpm-ostree is not available to remove them: {}",
+                    self.seams.os_unavailable
+                )
+            })?;
+            os::unstage(os.as_ref()).await?;
+        }
+        backups::restore_stamps(&self.root, rec)?;
+        let options = ApplyOptions {
+            field_prefix: "$.spec.config",
+            write_all: true,
+            first_application: false,
+        };
+        let offline = OfflineUnits::new(&self.root);
+        apply(
+            &self.root,
+            &ctx.desired_ign,
+            &ctx.current_ign,
+            &options,
+            self.with_units(&offline),
+        )
+        .await
+        .with_context(|| format!("re-applying {}", rec.current.name()))?;
+        failpoint("engine::rolled-back-files")
+    }
+}
+
+/// After files (and OS changes): reboot, or post-config actions.
+fn after_changes(rec: &UpdateRecord) -> Step {
+    if rec.reboot {
+        Step::RebootRequested
+    } else {
+        Step::PostActions
+    }
+}
+
+/// A failed step: roll back, remembering why.
+fn fail(rec: &mut UpdateRecord, reason: String) -> Next {
+    tracing::warn!(update = rec.describe(), step = %rec.step, reason, "update step failed; rolling back");
+    rec.reason = Some(reason);
+    Next::Step(Step::RollingBack)
+}
