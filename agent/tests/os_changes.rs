@@ -62,7 +62,7 @@ async fn rebase_to_a_mapped_image_records_the_container_reference() {
     assert_eq!(state.booted(), None, "a test sysroot is not booted");
     let current = state.booted_or_default().unwrap();
     check_os_image(&image(), current).unwrap();
-    check_kernel_args(&["rw"], current.kargs.as_deref().unwrap()).unwrap();
+    check_kernel_args(&["rw".to_string()], current.kargs.as_deref().unwrap()).unwrap();
     assert_eq!(state.rollback().unwrap().checksum, deps[1].checksum);
     let e = check_os_image("quay.io/other@sha256:1", current).unwrap_err();
     assert!(e.to_string().starts_with("expected target osImageURL \"quay.io/other@sha256:1\", have \"quay.io/openshift-release-dev/"));

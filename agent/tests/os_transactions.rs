@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use mco_agent::os::dbus::proxies::{Options, OsProxy, SysrootProxy};
 use mco_agent::os::dbus::transaction::TRANSACTION_IFACE;
-use mco_agent::os::{GIO_ERROR_BUSY, KargsChange, OsError, OsImage, OsUpdater};
+use mco_agent::os::{
+    Backoff, ClientConfig, GIO_ERROR_BUSY, KargsChange, OsError, OsImage, OsUpdater,
+};
 use os_env::{Env, EnvOptions, eventually};
 use zbus::names::BusName;
 use zbus::proxy::CacheProperties;
@@ -215,5 +217,75 @@ async fn a_transaction_is_cancelled_when_its_client_leaves_before_start() {
         .await
         .unwrap();
     assert_eq!(env.default_kargs(), ["root=LABEL=root", "rw", "next=1"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_retries_give_up_at_the_deadline() {
+    let env = Env::start(EnvOptions {
+        txn_delay: Duration::from_secs(3),
+        ..Default::default()
+    })
+    .await;
+    let raw = Raw::new(&env).await;
+    let first = env.client().await;
+    let running = tokio::spawn(async move {
+        first
+            .kernel_args(None, &KargsChange::from_argv(&["--append=slow=1"]).unwrap())
+            .await
+    });
+    eventually("the first transaction", async || {
+        !raw.active_path().await.is_empty()
+    })
+    .await;
+    let impatient = env
+        .client_with(ClientConfig {
+            busy_retry: Backoff {
+                initial: Duration::from_millis(100),
+                max: Duration::from_millis(100),
+                give_up_after: Duration::from_millis(350),
+            },
+            ..Default::default()
+        })
+        .await;
+    let err = impatient
+        .cleanup(&[mco_agent::os::CleanupTarget::Rollback])
+        .await
+        .unwrap_err();
+    match &err {
+        OsError::Busy {
+            method, message, ..
+        } => {
+            assert_eq!(method, "Cleanup");
+            assert!(
+                message.contains("Transaction in progress: mco-agent kargs"),
+                "{message}"
+            );
+        }
+        other => panic!("unexpected: {other}"),
+    }
+    running.await.unwrap().unwrap();
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_register_and_unregister() {
+    let env = Env::start(EnvOptions::default()).await;
+    let daemon = env.daemon.as_ref().unwrap();
+    let a = env.client().await;
+    let b = env
+        .client_with(ClientConfig {
+            client_id: "other-agent".into(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(daemon.registered_clients(), ["mco-agent", "other-agent"]);
+    a.close().await.unwrap();
+    assert_eq!(daemon.registered_clients(), ["other-agent"]);
+    drop(b);
+    eventually("unregistering on drop", async || {
+        daemon.registered_clients().is_empty()
+    })
+    .await;
     env.stop().await;
 }

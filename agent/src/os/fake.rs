@@ -16,9 +16,9 @@ use sha2::{Digest, Sha256};
 use super::OsUpdater;
 use super::error::OsError;
 use super::types::{
-    BootConfig, CleanupTarget, Deployment, KargsChange, KargsTarget, OsImage, OsStatus,
-    PackageChange, TransactionOutcome,
+    BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,
 };
+use super::{KargsChange, PackageChange};
 
 /// A call the fake received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,39 +212,6 @@ fn checksum_of(image: &str) -> String {
     hex::encode(Sha256::digest(image.as_bytes()))
 }
 
-/// rpm-ostree's kernel-argument patching, on libostree's `OstreeKernelArgs`.
-fn apply_kargs(existing: &str, change: &KargsChange) -> Result<(String, bool), String> {
-    let kargs = ostree::KernelArgs::from_string(existing);
-    let before: Vec<String> = kargs.to_strv().iter().map(|s| s.to_string()).collect();
-    let mut changed = false;
-    for a in &change.delete {
-        kargs.delete(a).map_err(|e| e.to_string())?;
-        changed = true;
-    }
-    for a in &change.replace {
-        kargs.new_replace(a).map_err(|e| e.to_string())?;
-        changed = true;
-    }
-    if !change.append.is_empty() {
-        let v: Vec<&str> = change.append.iter().map(String::as_str).collect();
-        kargs.append_argv(&v);
-        changed = true;
-    }
-    for a in &change.append_if_missing {
-        if !kargs.to_strv().iter().any(|k| k.as_str() == a) {
-            kargs.append(a);
-            changed = true;
-        }
-    }
-    for a in &change.delete_if_present {
-        if before.contains(a) {
-            kargs.delete(a).map_err(|e| e.to_string())?;
-            changed = true;
-        }
-    }
-    Ok((kargs.to_string(), changed))
-}
-
 #[async_trait]
 impl OsUpdater for FakeOsUpdater {
     async fn status(&self) -> Result<OsStatus, OsError> {
@@ -301,7 +268,9 @@ impl OsUpdater for FakeOsUpdater {
                 found: current,
             });
         }
-        let (new, changed) = apply_kargs(&current, change).map_err(|m| failed("KernelArgs", m))?;
+        let (new, changed) = change
+            .apply_to(&current)
+            .map_err(|m| failed("KernelArgs", m))?;
         if !changed {
             return Ok(outcome("KernelArgs", &["No changes."]));
         }

@@ -52,11 +52,8 @@ async fn kargs_change_stages_a_deployment_and_keeps_the_booted_one() {
     .unwrap();
     let s = os.status().await.unwrap();
     assert_eq!(s.deployments.len(), 2);
-    check_kernel_args(
-        &["nosmt", "hugepages=4"],
-        s.staged().unwrap().kargs.as_deref().unwrap(),
-    )
-    .unwrap();
+    let expected = ["nosmt hugepages=4".to_string()];
+    check_kernel_args(&expected, s.staged().unwrap().kargs.as_deref().unwrap()).unwrap();
     assert!(matches!(
         os.calls()[0],
         OsCall::KernelArgs { existing: None, .. }

@@ -25,6 +25,8 @@
 pub mod dbus;
 mod error;
 pub mod fake;
+mod kargs;
+mod packages;
 pub mod sysroot;
 mod types;
 pub mod validate;
@@ -34,10 +36,12 @@ use async_trait::async_trait;
 pub use dbus::{Backoff, ClientConfig, DbusOsUpdater};
 pub use error::{GIO_ERROR_BUSY, OsError};
 pub use fake::{FakeOsUpdater, OsCall};
+pub use kargs::KargsChange;
+pub use packages::{BASE_KERNEL_PACKAGES, PackageChange};
 pub use sysroot::{SysrootState, read_sysroot, read_sysroot_async};
 pub use types::{
-    BASE_KERNEL_PACKAGES, BootConfig, CleanupTarget, Deployment, KargsChange, KargsTarget, OsImage,
-    OsStatus, PackageChange, TransactionOutcome, strip_image_transport,
+    BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,
+    strip_image_transport,
 };
 pub use validate::{OsMismatch, check_kernel_args, check_os_image};
 

@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use super::error::OsError;
-
 /// One ostree deployment, as rpm-ostree's `Deployments` property or the sysroot describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Deployment {
@@ -137,64 +135,6 @@ pub struct BootConfig {
     pub staged: bool,
 }
 
-/// A kernel-argument change in `rpm-ostree kargs` terms.
-///
-/// `append`, `replace` and `delete` map onto `KernelArgs`' added/replaced/removed arrays;
-/// `append_if_missing` and `delete_if_present` onto its options of the same names. rpm-ostree
-/// applies them in this order: delete, replace, append, append-if-missing, then
-/// delete-if-present (which deletes only arguments present in the *existing* string).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct KargsChange {
-    pub append: Vec<String>,
-    pub replace: Vec<String>,
-    pub delete: Vec<String>,
-    pub append_if_missing: Vec<String>,
-    pub delete_if_present: Vec<String>,
-}
-
-impl KargsChange {
-    /// Reads an `rpm-ostree kargs` argv such as the plan's `--delete-if-present=a=1`,
-    /// `--append=b` (each flag in its `--flag=value` form).
-    pub fn from_argv<S: AsRef<str>>(argv: &[S]) -> Result<Self, OsError> {
-        let mut c = KargsChange::default();
-        for arg in argv {
-            let arg = arg.as_ref();
-            let invalid = |reason: &str| OsError::InvalidKargsArg {
-                arg: arg.to_string(),
-                reason: reason.to_string(),
-            };
-            let (flag, value) = arg
-                .split_once('=')
-                .ok_or_else(|| invalid("expected --flag=value"))?;
-            if value.is_empty() {
-                return Err(invalid("empty kernel argument"));
-            }
-            let list = match flag {
-                "--append" => &mut c.append,
-                "--replace" => &mut c.replace,
-                "--delete" => &mut c.delete,
-                "--append-if-missing" => &mut c.append_if_missing,
-                "--delete-if-present" => &mut c.delete_if_present,
-                _ => {
-                    return Err(invalid(
-                        "expected --append, --replace, --delete, --append-if-missing or --delete-if-present",
-                    ));
-                }
-            };
-            list.push(value.to_string());
-        }
-        Ok(c)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.append.is_empty()
-            && self.replace.is_empty()
-            && self.delete.is_empty()
-            && self.append_if_missing.is_empty()
-            && self.delete_if_present.is_empty()
-    }
-}
-
 /// The OS image to rebase to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OsImage {
@@ -221,93 +161,6 @@ impl OsImage {
         match self {
             OsImage::Registry(i) | OsImage::ContainersStorage(i) => i,
         }
-    }
-}
-
-/// Package layering and base-package overrides (`UpdateDeployment` modifiers).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PackageChange {
-    pub install: Vec<String>,
-    pub uninstall: Vec<String>,
-    pub override_remove: Vec<String>,
-    pub override_reset: Vec<String>,
-}
-
-/// The base kernel packages a kernel-type switch removes (mcd-behaviour.md §4).
-pub const BASE_KERNEL_PACKAGES: &[&str] = &[
-    "kernel",
-    "kernel-core",
-    "kernel-modules",
-    "kernel-modules-core",
-    "kernel-modules-extra",
-];
-const REALTIME_PACKAGES: &[&str] = &[
-    "kernel-rt-core",
-    "kernel-rt-modules",
-    "kernel-rt-modules-extra",
-];
-const SIXTY_FOUR_K_PACKAGES: &[&str] = &[
-    "kernel-64k-core",
-    "kernel-64k-modules",
-    "kernel-64k-modules-core",
-    "kernel-64k-modules-extra",
-];
-
-impl PackageChange {
-    pub fn is_empty(&self) -> bool {
-        self.install.is_empty()
-            && self.uninstall.is_empty()
-            && self.override_remove.is_empty()
-            && self.override_reset.is_empty()
-    }
-
-    /// Extensions: packages to layer and to remove.
-    pub fn extensions(install: &[String], uninstall: &[String]) -> Self {
-        PackageChange {
-            install: install.to_vec(),
-            uninstall: uninstall.to_vec(),
-            ..Default::default()
-        }
-    }
-
-    /// Switching to a kernel type (`realtime` or `64k-pages`): remove the base kernel and
-    /// layer the other one. `default` (or empty) needs no switch: `None`.
-    pub fn kernel_type(kernel_type: &str) -> Result<Option<Self>, OsError> {
-        let install = match kernel_type {
-            "" | "default" => return Ok(None),
-            "realtime" => REALTIME_PACKAGES,
-            "64k-pages" => SIXTY_FOUR_K_PACKAGES,
-            other => {
-                return Err(OsError::InvalidKernelType(other.to_string()));
-            }
-        };
-        Ok(Some(PackageChange {
-            override_remove: BASE_KERNEL_PACKAGES.iter().map(|s| s.to_string()).collect(),
-            install: install.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }))
-    }
-
-    /// Undoing any kernel-type switch on `deployment` (the MCD's "revert kernel swap"): reset
-    /// the base kernel removals it has and uninstall the layered `kernel-rt-*`/`kernel-64k-*`
-    /// packages. `None` when there is nothing to undo.
-    pub fn revert_kernel(deployment: &Deployment) -> Option<Self> {
-        let change = PackageChange {
-            override_reset: deployment
-                .requested_base_removals
-                .iter()
-                .filter(|p| BASE_KERNEL_PACKAGES.contains(&p.as_str()))
-                .cloned()
-                .collect(),
-            uninstall: deployment
-                .requested_packages
-                .iter()
-                .filter(|p| p.starts_with("kernel-rt-") || p.starts_with("kernel-64k-"))
-                .cloned()
-                .collect(),
-            ..Default::default()
-        };
-        (!change.is_empty()).then_some(change)
     }
 }
 
@@ -372,40 +225,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kargs_argv_maps_onto_the_kernel_args_arrays_and_options() {
-        let c = KargsChange::from_argv(&[
-            "--delete-if-present=a=1",
-            "--delete-if-present=a=1",
-            "--append=a=2",
-            "--append=quoted=\"x y\"",
-            "--replace=b=3",
-            "--delete=c",
-            "--append-if-missing=d",
-        ])
-        .unwrap();
-        assert_eq!(c.delete_if_present, ["a=1", "a=1"]);
-        assert_eq!(c.append, ["a=2", "quoted=\"x y\""]);
-        assert_eq!(c.replace, ["b=3"]);
-        assert_eq!(c.delete, ["c"]);
-        assert_eq!(c.append_if_missing, ["d"]);
-        assert!(!c.is_empty());
-        assert!(KargsChange::from_argv::<&str>(&[]).unwrap().is_empty());
-    }
-
-    #[test]
-    fn bad_kargs_argv_names_the_argument() {
-        for (arg, why) in [
-            ("--append", "--flag=value"),
-            ("--append=", "empty"),
-            ("--editor=x", "expected --append"),
-            ("nosmt", "--flag=value"),
-        ] {
-            let e = KargsChange::from_argv(&[arg]).unwrap_err().to_string();
-            assert!(e.contains(arg) && e.contains(why), "{arg}: {e}");
-        }
-    }
-
-    #[test]
     fn image_refspecs() {
         let i = "quay.io/openshift/rhcos@sha256:0123";
         assert_eq!(
@@ -442,40 +261,6 @@ mod tests {
         d.container_image_reference = None;
         d.custom_origin = Some(("https://example".into(), "".into()));
         assert_eq!(d.image_url(), None);
-    }
-
-    #[test]
-    fn kernel_type_changes_follow_the_mcd() {
-        assert_eq!(PackageChange::kernel_type("default").unwrap(), None);
-        assert_eq!(PackageChange::kernel_type("").unwrap(), None);
-        let rt = PackageChange::kernel_type("realtime").unwrap().unwrap();
-        assert_eq!(rt.override_remove, BASE_KERNEL_PACKAGES);
-        assert_eq!(
-            rt.install,
-            [
-                "kernel-rt-core",
-                "kernel-rt-modules",
-                "kernel-rt-modules-extra"
-            ]
-        );
-        let k64 = PackageChange::kernel_type("64k-pages").unwrap().unwrap();
-        assert_eq!(k64.install.len(), 4);
-        let e = PackageChange::kernel_type("turbo").unwrap_err().to_string();
-        assert!(e.contains("\"turbo\""), "{e}");
-
-        let switched = Deployment {
-            requested_packages: vec![
-                "kernel-rt-core".into(),
-                "kernel-rt-modules".into(),
-                "usbguard".into(),
-            ],
-            requested_base_removals: vec!["kernel".into(), "kernel-core".into()],
-            ..Default::default()
-        };
-        let revert = PackageChange::revert_kernel(&switched).unwrap();
-        assert_eq!(revert.uninstall, ["kernel-rt-core", "kernel-rt-modules"]);
-        assert_eq!(revert.override_reset, ["kernel", "kernel-core"]);
-        assert_eq!(PackageChange::revert_kernel(&Deployment::default()), None);
     }
 
     #[test]

@@ -8,91 +8,27 @@
 //! restarted finds a transaction it (or anyone) started through `ActiveTransactionPath` and
 //! waits for it with [`OsUpdater::resume`].
 
+mod config;
 mod parse;
 pub mod proxies;
+mod request;
 pub mod transaction;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use zbus::Connection;
 use zbus::proxy::CacheProperties;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
+pub use self::config::{Backoff, ClientConfig};
 use self::proxies::{Options, OsProxy, SysrootProxy};
+use self::request::Request;
 use super::OsUpdater;
 use super::error::OsError;
-use super::types::{
-    BootConfig, CleanupTarget, KargsChange, KargsTarget, OsImage, OsStatus, PackageChange,
-    TransactionOutcome,
-};
-
-/// How long to keep retrying while another transaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    pub initial: Duration,
-    pub max: Duration,
-    pub give_up_after: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            initial: Duration::from_secs(1),
-            max: Duration::from_secs(30),
-            give_up_after: Duration::from_secs(30 * 60),
-        }
-    }
-}
-
-impl Backoff {
-    /// The waits between attempts, doubling up to `max`, until `give_up_after` is spent.
-    pub fn delays(&self) -> impl Iterator<Item = Duration> + '_ {
-        let mut next = self.initial;
-        let mut total = Duration::ZERO;
-        std::iter::from_fn(move || {
-            if total + next > self.give_up_after {
-                return None;
-            }
-            let d = next;
-            total += d;
-            next = (next * 2).min(self.max);
-            Some(d)
-        })
-    }
-}
-
-/// How the client behaves.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// The id given to `RegisterClient`; also prefixes transaction titles.
-    pub client_id: String,
-    /// The OS (stateroot) to act on; by default the booted one, or on a sysroot that is not
-    /// booted the OS of the first deployment.
-    pub osname: Option<String>,
-    /// Stage with `lock-finalization` (`KernelArgs`, `UpdateDeployment`; a rebase then goes
-    /// through `UpdateDeployment`'s `set-refspec`, since `Rebase` has no such option). A locked
-    /// staged deployment is *not* finalized at shutdown: it must be released with
-    /// [`OsUpdater::finalize_deployment`], which also reboots. Off by default.
-    pub lock_finalization: bool,
-    /// Retrying "Transaction in progress".
-    pub busy_retry: Backoff,
-    /// How long one transaction may run (image pulls can be slow).
-    pub transaction_timeout: Duration,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            client_id: "mco-agent".into(),
-            osname: None,
-            lock_finalization: false,
-            busy_retry: Backoff::default(),
-            transaction_timeout: Duration::from_secs(2 * 60 * 60),
-        }
-    }
-}
+use super::types::{BootConfig, CleanupTarget, KargsTarget, OsImage, OsStatus, TransactionOutcome};
+use super::{KargsChange, PackageChange};
 
 /// rpm-ostree over D-Bus.
 pub struct DbusOsUpdater {
@@ -245,97 +181,7 @@ impl DbusOsUpdater {
         result
     }
 
-    /// One call of the method behind `request`; returns the transaction address.
-    async fn call_once(&self, os: &OsProxy<'_>, request: &Request<'_>) -> Result<String, OsError> {
-        let lock = self.config.lock_finalization;
-        let method = request.method(lock);
-        let reply = match request {
-            Request::KernelArgs { existing, change } => {
-                // Read the arguments right before each attempt: after waiting for another
-                // transaction they may have changed, and rpm-ostree computes the new ones
-                // from the string we send.
-                let current = self.kargs(KargsTarget::Pending).await?.options;
-                if let Some(expected) = existing
-                    && *expected != current
-                {
-                    return Err(OsError::KargsConflict {
-                        expected: expected.to_string(),
-                        found: current,
-                    });
-                }
-                let mut opts = Options::new();
-                if !change.append_if_missing.is_empty() {
-                    opts.insert(
-                        "append-if-missing",
-                        Value::from(strs(&change.append_if_missing)),
-                    );
-                }
-                if !change.delete_if_present.is_empty() {
-                    opts.insert(
-                        "delete-if-present",
-                        Value::from(strs(&change.delete_if_present)),
-                    );
-                }
-                opts.insert("initiating-command-line", self.command_line("kargs"));
-                if lock {
-                    opts.insert("lock-finalization", Value::from(true));
-                }
-                os.kernel_args(
-                    &current,
-                    &strs(&change.append),
-                    &strs(&change.replace),
-                    &strs(&change.delete),
-                    opts,
-                )
-                .await
-            }
-            Request::Rebase { refspec } if lock => {
-                let modifiers = Options::from([("set-refspec", Value::from(*refspec))]);
-                let opts = Options::from([
-                    ("lock-finalization", Value::from(true)),
-                    ("initiating-command-line", self.command_line("rebase")),
-                ]);
-                os.update_deployment(modifiers, opts).await
-            }
-            Request::Rebase { refspec } => os.rebase(Options::new(), refspec, &[]).await,
-            Request::Packages(change) => {
-                let mut modifiers = Options::new();
-                for (key, list) in [
-                    ("install-packages", &change.install),
-                    ("uninstall-packages", &change.uninstall),
-                    ("override-remove-packages", &change.override_remove),
-                    ("override-reset-packages", &change.override_reset),
-                ] {
-                    if !list.is_empty() {
-                        modifiers.insert(key, Value::from(strs(list)));
-                    }
-                }
-                // Packages only: never an implicit upgrade of the base.
-                let mut opts = Options::from([
-                    ("no-pull-base", Value::from(true)),
-                    ("initiating-command-line", self.command_line("update")),
-                ]);
-                if lock {
-                    opts.insert("lock-finalization", Value::from(true));
-                }
-                os.update_deployment(modifiers, opts).await
-            }
-            Request::Cleanup(elements) => os.cleanup(elements).await,
-            Request::Finalize { checksum } => {
-                let opts = Options::from([
-                    ("checksum", Value::from(*checksum)),
-                    (
-                        "initiating-command-line",
-                        self.command_line("finalize-deployment"),
-                    ),
-                ]);
-                os.finalize_deployment(opts).await
-            }
-        };
-        reply.map_err(|e| OsError::call(method, e))
-    }
-
-    fn command_line(&self, what: &str) -> Value<'static> {
+    pub(super) fn command_line(&self, what: &str) -> Value<'static> {
         Value::from(format!("{} {what}", self.config.client_id))
     }
 }
@@ -349,40 +195,6 @@ impl Drop for DbusOsUpdater {
             rt.spawn(async move {
                 let _ = sysroot.unregister_client(Options::new()).await;
             });
-        }
-    }
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-/// A change, as one rpm-ostree method call.
-enum Request<'a> {
-    KernelArgs {
-        existing: Option<&'a str>,
-        change: &'a KargsChange,
-    },
-    Rebase {
-        refspec: &'a str,
-    },
-    Packages(&'a PackageChange),
-    Cleanup(Vec<&'static str>),
-    Finalize {
-        checksum: &'a str,
-    },
-}
-
-impl Request<'_> {
-    /// The method called; a rebase with finalization locked goes through `UpdateDeployment`.
-    fn method(&self, lock_finalization: bool) -> &'static str {
-        match self {
-            Request::KernelArgs { .. } => "KernelArgs",
-            Request::Rebase { .. } if lock_finalization => "UpdateDeployment",
-            Request::Rebase { .. } => "Rebase",
-            Request::Packages(_) => "UpdateDeployment",
-            Request::Cleanup(_) => "Cleanup",
-            Request::Finalize { .. } => "FinalizeDeployment",
         }
     }
 }
@@ -519,27 +331,5 @@ impl OsUpdater for DbusOsUpdater {
             }
             Err(e) => Err(e),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_to_the_cap_and_gives_up() {
-        let b = Backoff {
-            initial: Duration::from_secs(1),
-            max: Duration::from_secs(4),
-            give_up_after: Duration::from_secs(20),
-        };
-        let d: Vec<u64> = b.delays().map(|d| d.as_secs()).collect();
-        assert_eq!(d, [1, 2, 4, 4, 4, 4]);
-        assert!(d.iter().sum::<u64>() <= 20);
-        let none = Backoff {
-            give_up_after: Duration::ZERO,
-            ..b
-        };
-        assert_eq!(none.delays().count(), 0);
     }
 }

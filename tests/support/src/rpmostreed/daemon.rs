@@ -287,6 +287,20 @@ impl Daemon {
         &self.conn
     }
 
+    /// The ids of the registered clients (`RegisterClient`), sorted.
+    pub fn registered_clients(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .shared
+            .clients
+            .lock()
+            .expect("clients lock")
+            .values()
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// The active transaction's address, if any.
     pub async fn active_transaction_path(&self) -> String {
         self.shared.active().await.1

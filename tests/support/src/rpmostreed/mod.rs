@@ -32,14 +32,17 @@
 //! - `Cleanup` on a sysroot that is not booted anchors "pending" and "rollback" at libostree's
 //!   merge deployment instead of the (absent) booted one.
 
+mod admin;
 mod daemon;
 pub mod error;
 pub mod ops;
 pub mod origin;
 mod os_iface;
+mod packages;
 pub mod snapshot;
 mod sysroot_iface;
 pub mod txn;
+mod worker;
 
 pub use daemon::{BASE_PATH, BUS_NAME, Config, Daemon, SYSROOT_PATH, os_object_path};
 

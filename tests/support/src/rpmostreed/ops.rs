@@ -12,15 +12,16 @@
 //! recorded in the new deployment's origin exactly as rpm-ostree records them, with
 //! rpm-ostree's errors for requests that are already (or not) in place.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ostree::gio;
 
+use super::admin;
 use super::origin::{Base, Origin, image_candidates, image_digest, image_name};
+use super::packages::apply_package_changes;
 use super::snapshot::STAGED_LOCKED_PATH;
 
 /// One transaction's job.
@@ -143,8 +144,8 @@ pub fn run(ctx: &Context<'_>, op: &Operation) -> Result<Outcome, String> {
     match op {
         Operation::KernelArgs(k) => kernel_args(ctx, k),
         Operation::Deploy(d) => deploy(ctx, d),
-        Operation::Cleanup(c) => cleanup(ctx, c).map(|()| Outcome::default()),
-        Operation::Finalize(f) => finalize(ctx, f),
+        Operation::Cleanup(c) => admin::cleanup(ctx, c).map(|()| Outcome::default()),
+        Operation::Finalize(f) => admin::finalize(ctx, f),
     }
 }
 
@@ -273,43 +274,6 @@ fn deploy(ctx: &Context<'_>, op: &DeployOp) -> Result<Outcome, String> {
     Ok(Outcome { reboot: op.reboot })
 }
 
-/// The package bookkeeping of `UpdateDeployment`, with rpm-ostree's refusals.
-pub fn apply_package_changes(
-    op: &DeployOp,
-    requested: &mut BTreeSet<String>,
-    removals: &mut BTreeSet<String>,
-) -> Result<(), String> {
-    if op.no_layering {
-        requested.clear();
-    }
-    for p in &op.uninstall {
-        if !requested.remove(p) && !op.idempotent_layering {
-            return Err(format!(
-                "Package/capability '{p}' is not currently requested"
-            ));
-        }
-    }
-    for p in &op.install {
-        if !requested.insert(p.clone()) && !op.idempotent_layering {
-            return Err(format!("Package/capability '{p}' is already requested"));
-        }
-    }
-    if op.no_overrides {
-        removals.clear();
-    }
-    for p in &op.override_reset {
-        if !removals.remove(p) {
-            return Err(format!("No overrides for package '{p}'"));
-        }
-    }
-    for p in &op.override_remove {
-        if !removals.insert(p.clone()) {
-            return Err(format!("Override already exists for package '{p}'"));
-        }
-    }
-    Ok(())
-}
-
 /// The commit a base points at now: an ostree ref resolved in the sysroot repo, or an image
 /// through the image map (see the origin module).
 fn resolve_base(ctx: &Context<'_>, base: &Base) -> Result<String, String> {
@@ -416,167 +380,4 @@ fn write_deployment(
         ctx.progress.task_end("done");
     }
     sysroot.cleanup(none).map_err(|e| e.to_string())
-}
-
-fn cleanup(ctx: &Context<'_>, op: &CleanupOp) -> Result<(), String> {
-    let sysroot = ctx.sysroot;
-    let none = gio::Cancellable::NONE;
-    let mut base = op.base;
-    if op.pending || op.rollback {
-        let all = sysroot.deployments();
-        // rpm-ostree anchors "pending" and "rollback" at the booted deployment. A sysroot that
-        // is not booted has none; anchor at libostree's merge deployment instead (the first of
-        // the OS), so that "pending" never sweeps away every deployment.
-        let anchor = sysroot
-            .booted_deployment()
-            .or_else(|| sysroot.merge_deployment(Some(ctx.osname)));
-        let mut kept = Vec::new();
-        let mut past_anchor = false;
-        for d in &all {
-            if anchor.as_ref().is_some_and(|a| a.equal(d)) {
-                past_anchor = true;
-                kept.push(d.clone());
-                continue;
-            }
-            if d.osname() != ctx.osname || d.is_pinned() {
-                kept.push(d.clone());
-                continue;
-            }
-            if (!past_anchor && op.pending) || (past_anchor && op.rollback) {
-                continue;
-            }
-            kept.push(d.clone());
-        }
-        if kept.len() == all.len() {
-            ctx.progress.message("Deployments unchanged.");
-        } else {
-            let opts = ostree::SysrootWriteDeploymentsOpts {
-                do_postclean: false,
-            };
-            sysroot
-                .write_deployments_with_options(&kept, &opts, none)
-                .map_err(|e| e.to_string())?;
-            base = true;
-        }
-    }
-    if base {
-        sysroot.cleanup(none).map_err(|e| e.to_string())?;
-    }
-    // "repomd": the stand-in keeps no rpm-md cache, so there is nothing to remove.
-    Ok(())
-}
-
-fn finalize(ctx: &Context<'_>, op: &FinalizeOp) -> Result<Outcome, String> {
-    let deployments = ctx.sysroot.deployments();
-    let default = deployments
-        .first()
-        .ok_or_else(|| "No deployments found".to_string())?;
-    if !default.is_staged() {
-        return Err("No pending staged deployment found".into());
-    }
-    if default.osname() != ctx.osname {
-        return Err(format!(
-            "Staged deployment is not for osname '{}'",
-            ctx.osname
-        ));
-    }
-    // For a container base rpm-ostree compares the image digest, else the commit.
-    let checksum = default
-        .origin()
-        .and_then(|kf| Origin::from_keyfile(&kf).ok())
-        .and_then(|o| match o.base() {
-            Ok(Base::Container(r)) => image_digest(image_name(&r)).map(str::to_string),
-            _ => None,
-        })
-        .unwrap_or_else(|| default.csum().to_string());
-    match &op.checksum {
-        None if !op.allow_missing_checksum => return Err("Missing expected checksum".into()),
-        Some(want) if *want != checksum => {
-            return Err(format!(
-                "Expected staged base checksum {want}, but found {checksum}"
-            ));
-        }
-        _ => {}
-    }
-    let lock = PathBuf::from(STAGED_LOCKED_PATH);
-    if lock.exists() {
-        std::fs::remove_file(&lock)
-            .map_err(|e| format!("Failed to unlock finalization of staged deployment: {e}"))?;
-    } else if !op.allow_unlocked {
-        return Err("Staged deployment already unlocked".into());
-    }
-    ctx.progress
-        .message(&format!("Finalized deployment; rebooting into {checksum}"));
-    Ok(Outcome { reboot: true })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(items: &[&str]) -> BTreeSet<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn kernel_type_switch_and_revert_book_keeping() {
-        let kernel = ["kernel", "kernel-core", "kernel-modules"];
-        let rt = ["kernel-rt-core", "kernel-rt-modules"];
-        let (mut req, mut rem) = (set(&[]), set(&[]));
-        let switch = DeployOp {
-            override_remove: kernel.map(String::from).to_vec(),
-            install: rt.map(String::from).to_vec(),
-            ..Default::default()
-        };
-        apply_package_changes(&switch, &mut req, &mut rem).unwrap();
-        assert_eq!((&req, &rem), (&set(&rt), &set(&kernel)));
-        // Doing it again is refused, as rpm-ostree refuses it.
-        let e = apply_package_changes(&switch, &mut req.clone(), &mut rem.clone()).unwrap_err();
-        assert_eq!(
-            e,
-            "Package/capability 'kernel-rt-core' is already requested"
-        );
-        let revert = DeployOp {
-            override_reset: kernel.map(String::from).to_vec(),
-            uninstall: rt.map(String::from).to_vec(),
-            ..Default::default()
-        };
-        apply_package_changes(&revert, &mut req, &mut rem).unwrap();
-        assert!(req.is_empty() && rem.is_empty());
-        let e = apply_package_changes(&revert, &mut req.clone(), &mut rem.clone()).unwrap_err();
-        assert_eq!(
-            e,
-            "Package/capability 'kernel-rt-core' is not currently requested"
-        );
-    }
-
-    #[test]
-    fn override_errors_use_rpm_ostree_wording() {
-        let (mut req, mut rem) = (set(&[]), set(&["kernel"]));
-        let op = DeployOp {
-            override_remove: vec!["kernel".into()],
-            ..Default::default()
-        };
-        let e = apply_package_changes(&op, &mut req, &mut rem).unwrap_err();
-        assert_eq!(e, "Override already exists for package 'kernel'");
-        let op = DeployOp {
-            override_reset: vec!["kernel-core".into()],
-            ..Default::default()
-        };
-        let e = apply_package_changes(&op, &mut req, &mut rem).unwrap_err();
-        assert_eq!(e, "No overrides for package 'kernel-core'");
-    }
-
-    #[test]
-    fn idempotent_layering_tolerates_satisfied_requests() {
-        let (mut req, mut rem) = (set(&["usbguard"]), set(&[]));
-        let op = DeployOp {
-            install: vec!["usbguard".into()],
-            uninstall: vec!["wireguard-tools".into()],
-            idempotent_layering: true,
-            ..Default::default()
-        };
-        apply_package_changes(&op, &mut req, &mut rem).unwrap();
-        assert_eq!(req, set(&["usbguard"]));
-    }
 }

@@ -1,0 +1,101 @@
+//! `Cleanup` and `FinalizeDeployment`.
+
+use std::path::PathBuf;
+
+use ostree::gio;
+
+use super::ops::{CleanupOp, Context, FinalizeOp, Outcome};
+use super::origin::{Base, Origin, image_digest, image_name};
+use super::snapshot::STAGED_LOCKED_PATH;
+
+pub(super) fn cleanup(ctx: &Context<'_>, op: &CleanupOp) -> Result<(), String> {
+    let sysroot = ctx.sysroot;
+    let none = gio::Cancellable::NONE;
+    let mut base = op.base;
+    if op.pending || op.rollback {
+        let all = sysroot.deployments();
+        // rpm-ostree anchors "pending" and "rollback" at the booted deployment. A sysroot that
+        // is not booted has none; anchor at libostree's merge deployment instead (the first of
+        // the OS), so that "pending" never sweeps away every deployment.
+        let anchor = sysroot
+            .booted_deployment()
+            .or_else(|| sysroot.merge_deployment(Some(ctx.osname)));
+        let mut kept = Vec::new();
+        let mut past_anchor = false;
+        for d in &all {
+            if anchor.as_ref().is_some_and(|a| a.equal(d)) {
+                past_anchor = true;
+                kept.push(d.clone());
+                continue;
+            }
+            if d.osname() != ctx.osname || d.is_pinned() {
+                kept.push(d.clone());
+                continue;
+            }
+            if (!past_anchor && op.pending) || (past_anchor && op.rollback) {
+                continue;
+            }
+            kept.push(d.clone());
+        }
+        if kept.len() == all.len() {
+            ctx.progress.message("Deployments unchanged.");
+        } else {
+            let opts = ostree::SysrootWriteDeploymentsOpts {
+                do_postclean: false,
+            };
+            sysroot
+                .write_deployments_with_options(&kept, &opts, none)
+                .map_err(|e| e.to_string())?;
+            base = true;
+        }
+    }
+    if base {
+        sysroot.cleanup(none).map_err(|e| e.to_string())?;
+    }
+    // "repomd": the stand-in keeps no rpm-md cache, so there is nothing to remove.
+    Ok(())
+}
+
+pub(super) fn finalize(ctx: &Context<'_>, op: &FinalizeOp) -> Result<Outcome, String> {
+    let deployments = ctx.sysroot.deployments();
+    let default = deployments
+        .first()
+        .ok_or_else(|| "No deployments found".to_string())?;
+    if !default.is_staged() {
+        return Err("No pending staged deployment found".into());
+    }
+    if default.osname() != ctx.osname {
+        return Err(format!(
+            "Staged deployment is not for osname '{}'",
+            ctx.osname
+        ));
+    }
+    // For a container base rpm-ostree compares the image digest, else the commit.
+    let checksum = default
+        .origin()
+        .and_then(|kf| Origin::from_keyfile(&kf).ok())
+        .and_then(|o| match o.base() {
+            Ok(Base::Container(r)) => image_digest(image_name(&r)).map(str::to_string),
+            _ => None,
+        })
+        .unwrap_or_else(|| default.csum().to_string());
+    match &op.checksum {
+        None if !op.allow_missing_checksum => return Err("Missing expected checksum".into()),
+        Some(want) if *want != checksum => {
+            return Err(format!(
+                "Expected staged base checksum {want}, but found {checksum}"
+            ));
+        }
+        _ => {}
+    }
+    let lock = PathBuf::from(STAGED_LOCKED_PATH);
+    if lock.exists() {
+        std::fs::remove_file(&lock)
+            .map_err(|e| format!("Failed to unlock finalization of staged deployment: {e}"))?;
+    } else if !op.allow_unlocked {
+        return Err("Staged deployment already unlocked".into());
+    }
+    ctx.progress
+        .message(&format!("Finalized deployment; rebooting into {checksum}"));
+    Ok(Outcome { reboot: true })
+}
