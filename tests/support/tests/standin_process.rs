@@ -1,7 +1,7 @@
 //! The stand-in as a process (what the VM suite runs), spoken to by GDBus, the library
 //! rpm-ostree's own client is built on: the bus is found through `DBUS_SYSTEM_BUS_ADDRESS`, a
-//! transaction runs over a peer-to-peer connection with its progress signals, and SIGTERM
-//! stops the daemon.
+//! transaction runs over a peer-to-peer connection with its progress signals, a caller that is
+//! not root is refused, and SIGTERM stops the daemon.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,6 +57,28 @@ async fn a_gdbus_client_runs_a_transaction_against_the_binary() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // Not root: refused, as rpm-ostreed refuses callers polkit does not authorise.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bus.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "/usr/bin/python3",
+            CLIENT,
+            bus.address(),
+            "fakeos",
+            "nobody=1",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("rpmostreed Sysroot operation RegisterClient not allowed for user"),
+        "{stderr}"
+    );
 
     let out = tokio::process::Command::new("/usr/bin/python3")
         .args([CLIENT, bus.address(), "fakeos", "gdbus=1"])

@@ -19,7 +19,9 @@ struct Args {
     /// Where transaction sockets go (default: a fresh directory under $TMPDIR).
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    /// Lines of `IMAGE REV` mapping container image references to local ostree revisions.
+    /// Lines of `IMAGE REV` mapping container image references (the whole ostree reference or
+    /// the image name) to local ostree revisions. Without an entry, an image pinned by digest
+    /// maps to the ref `mco-image/sha256/<hex>`; anything else fails the transaction.
     #[arg(long)]
     image_map: Option<PathBuf>,
     /// Test knob: every transaction pretends to download for this long (e.g. `2s`, `500ms`).
