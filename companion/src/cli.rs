@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use machine_config::render::{self, RenderOptions};
 use tokio::net::TcpListener;
@@ -27,8 +27,10 @@ pub struct Cli {
 pub enum Command {
     /// Print a pool's (or one node's) rendered MachineConfig from a manifests directory.
     Render(RenderArgs),
-    /// Serve `/config/<pool>` and `/healthz` from a manifests directory.
+    /// Serve `/config/<pool>` and `/healthz` (standalone from --manifests, or from a cluster).
     Serve(ServeArgs),
+    /// Render pools and roll nodes out within maxUnavailable (cluster mode).
+    Controller(ControllerArgs),
 }
 
 /// Base images, the MCO's ControllerConfig values.
@@ -81,8 +83,18 @@ pub struct RenderArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Standalone mode: directory of manifests, re-rendered when it changes.
+    #[arg(
+        long,
+        conflicts_with = "kubeconfig",
+        required_unless_present = "kubeconfig"
+    )]
+    pub manifests: Option<PathBuf>,
+    /// Cluster mode: serve the pools' rendered configs from this cluster.
     #[arg(long)]
-    pub manifests: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
+    /// Cluster mode: also run the controller in this process.
+    #[arg(long, requires = "kubeconfig")]
+    pub controller: bool,
     /// HTTPS listen address.
     #[arg(long, default_value = "0.0.0.0:22623")]
     pub listen: SocketAddr,
@@ -105,11 +117,26 @@ pub struct ServeArgs {
     pub base: BaseArgs,
 }
 
+/// `controller` arguments.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig of the cluster to manage.
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub base: BaseArgs,
+}
+
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Render(args) => render_command(&args),
         Command::Serve(args) => serve_command(args).await,
+        Command::Controller(args) => {
+            let client = crate::cluster::client(&args.kubeconfig).await?;
+            let (_stop, shutdown) = shutdown_on_signal();
+            crate::cluster::controller::run(client, args.base.options(), shutdown).await
+        }
     }
 }
 
@@ -124,12 +151,13 @@ fn render_command(args: &RenderArgs) -> Result<()> {
     })?;
     let options = args.base.options();
     let configs = &manifests.machine_configs;
+    let base = render::render_pool(pool, configs, &options)?.config;
     let rendered = match &args.node {
-        Some(node) => match render::render_node(pool, node, configs, &options)? {
+        Some(node) => match render::render_node(pool, &base, node, configs)? {
             Some(r) => r.config,
-            None => render::render_pool(pool, configs, &options)?.config,
+            None => base,
         },
-        None => render::render_pool(pool, configs, &options)?.config,
+        None => base,
     };
     let text = match args.output {
         Output::Json => rendered.to_json_pretty() + "\n",
@@ -143,10 +171,30 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     let tls = server::tls::server_config(&args.cert, &args.key)?;
     let (stop, shutdown) = shutdown_on_signal();
     let mut tasks = tokio::task::JoinSet::new();
-    let standalone = Arc::new(Standalone::open(&args.manifests, args.base.options())?);
-    let poll = Duration::from_secs(args.poll_interval.max(1));
-    tasks.spawn(standalone.clone().watch(poll, shutdown.clone()));
-    let source: Arc<dyn ConfigSource> = standalone;
+    let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
+        (Some(dir), _) => {
+            let standalone = Arc::new(Standalone::open(dir, args.base.options())?);
+            let poll = Duration::from_secs(args.poll_interval.max(1));
+            tasks.spawn(standalone.clone().watch(poll, shutdown.clone()));
+            standalone
+        }
+        (None, Some(kubeconfig)) => {
+            let client = crate::cluster::client(kubeconfig).await?;
+            if args.controller {
+                let (client, options, shutdown) =
+                    (client.clone(), args.base.options(), shutdown.clone());
+                tasks.spawn(async move {
+                    if let Err(err) =
+                        crate::cluster::controller::run(client, options, shutdown).await
+                    {
+                        tracing::error!("controller stopped: {err:#}");
+                    }
+                });
+            }
+            Arc::new(crate::cluster::source::ClusterSource::start(client, shutdown.clone()).await?)
+        }
+        (None, None) => bail!("serve needs --manifests DIR or --kubeconfig FILE"),
+    };
     let limits = Limits {
         max_connections: args.max_connections,
         ..Limits::default()

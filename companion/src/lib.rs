@@ -13,6 +13,7 @@
 //! `machine_config::render`; down-translation in `machine_config::downtranslate`.
 
 pub mod cli;
+pub mod cluster;
 pub mod manifests;
 pub mod negotiate;
 pub mod served;

@@ -15,7 +15,7 @@
 //! The MCS's kubeconfig, kubelet CA and cloud CA files come from a cluster's ControllerConfig and
 //! bootstrap token, which the companion does not have; they are not appended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use hyper::body::Bytes;
@@ -150,13 +150,23 @@ fn append_file(config: &mut Value, path: &str, contents: &[u8]) {
 }
 
 /// Response bodies by (rendered config name, spec). Rendered names are content hashes, so an
-/// entry never goes stale; [`ServeCache::retain`] drops names no longer in use.
+/// entry never goes stale; the oldest entries leave once [`ServeCache::CAPACITY`] is reached, and
+/// [`ServeCache::retain`] drops names no longer in use.
 #[derive(Debug, Default)]
 pub struct ServeCache {
-    bodies: Mutex<HashMap<(String, SpecVersion), Bytes>>,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    bodies: HashMap<(String, SpecVersion), Bytes>,
+    order: VecDeque<(String, SpecVersion)>,
 }
 
 impl ServeCache {
+    /// Bodies kept at most (a few pools × seven specs × a few generations).
+    pub const CAPACITY: usize = 128;
+
     /// The cached body, or builds, stores and returns it.
     pub fn get_or_build(
         &self,
@@ -164,22 +174,32 @@ impl ServeCache {
         spec: SpecVersion,
     ) -> Result<Bytes, ServeBuildError> {
         let key = (rendered.name().to_string(), spec);
-        if let Some(body) = self.lock().get(&key) {
+        if let Some(body) = self.lock().bodies.get(&key) {
             return Ok(body.clone());
         }
         let body = build(rendered, spec)?;
-        self.lock().insert(key, body.clone());
+        let mut inner = self.lock();
+        if inner.bodies.insert(key.clone(), body.clone()).is_none() {
+            inner.order.push_back(key);
+        }
+        while inner.order.len() > Self::CAPACITY {
+            if let Some(oldest) = inner.order.pop_front() {
+                inner.bodies.remove(&oldest);
+            }
+        }
         Ok(body)
     }
 
     /// Keeps only entries whose rendered name satisfies `keep`.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|(name, _), _| keep(name));
+        let mut inner = self.lock();
+        inner.bodies.retain(|(name, _), _| keep(name));
+        inner.order.retain(|(name, _)| keep(name));
     }
 
     /// Number of cached bodies.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().bodies.len()
     }
 
     /// Whether nothing is cached.
@@ -187,8 +207,8 @@ impl ServeCache {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, SpecVersion), Bytes>> {
-        self.bodies.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -48,9 +48,9 @@ impl Snapshot {
                 .map(|r| r.config)
                 .map_err(|e| e.to_string());
             let mut per_node = BTreeMap::new();
-            if rendered.is_ok() {
+            if let Ok(base) = &rendered {
                 for node in &nodes {
-                    match render::render_node(pool, node, configs, options) {
+                    match render::render_node(pool, base, node, configs) {
                         Ok(Some(r)) => {
                             per_node.insert(node.to_string(), Ok(r.config));
                         }

@@ -169,3 +169,14 @@ fn cache_builds_once_per_name_and_spec() {
     cache.retain(|name| name != mc.name());
     assert!(cache.is_empty());
 }
+
+#[test]
+fn cache_is_bounded() {
+    let cache = ServeCache::default();
+    let mut mc = rendered(json!({}));
+    for i in 0..(ServeCache::CAPACITY + 5) {
+        mc.metadata.name = Some(format!("rendered-worker-{i}"));
+        cache.get_or_build(&mc, SpecVersion::V3_5).unwrap();
+    }
+    assert_eq!(cache.len(), ServeCache::CAPACITY);
+}

@@ -306,11 +306,14 @@ fn rendered_name_is_stable_and_tracks_every_change() {
 fn per_node_configs_layer_on_the_pool() {
     let fleet = fleet();
     let options = RenderOptions::default();
+    let base = render_pool(&worker_pool(), &fleet, &options)
+        .unwrap()
+        .config;
     assert_eq!(
-        render_node(&worker_pool(), "node-b", &fleet, &options).unwrap(),
+        render_node(&worker_pool(), &base, "node-b", &fleet).unwrap(),
         None
     );
-    let node = render_node(&worker_pool(), "node-a", &fleet, &options)
+    let node = render_node(&worker_pool(), &base, "node-a", &fleet)
         .unwrap()
         .unwrap();
     assert!(
@@ -326,7 +329,38 @@ fn per_node_configs_layer_on_the_pool() {
         ]
     );
     assert_eq!(node.config.spec.kernel_arguments, ["w=1"]);
-    assert_eq!(node.sources.len(), 3);
+    assert_eq!(node.config.spec.kernel_type, "default");
+    let sources: Vec<_> = node
+        .sources
+        .iter()
+        .map(|r| r.name.clone().unwrap())
+        .collect();
+    assert_eq!(sources, [base.name(), "90-node-a"]);
+    let labels = node.config.metadata.labels.clone().unwrap();
+    assert_eq!(labels[RENDERED_FOR_NODE_LABEL], "node-a");
+    assert_eq!(
+        node.config.metadata.annotations.clone().unwrap()[BASE_CONFIG_ANNOTATION],
+        base.name()
+    );
+    // same inputs, same name; the base's image carries over unless the node's config sets one
+    assert_eq!(
+        render_node(&worker_pool(), &base, "node-a", &fleet)
+            .unwrap()
+            .unwrap()
+            .config
+            .name(),
+        node.config.name()
+    );
+    let based = RenderOptions {
+        os_image_url: "quay.io/os@sha256:5".into(),
+        ..RenderOptions::default()
+    };
+    let base2 = render_pool(&worker_pool(), &fleet, &based).unwrap().config;
+    let node2 = render_node(&worker_pool(), &base2, "node-a", &fleet)
+        .unwrap()
+        .unwrap();
+    assert_eq!(node2.config.spec.os_image_url, "quay.io/os@sha256:5");
+    assert_ne!(node2.config.name(), node.config.name());
 }
 
 #[test]

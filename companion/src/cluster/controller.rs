@@ -1,0 +1,318 @@
+//! The controller: the MCO's render controller and node controller in one level-triggered loop.
+//!
+//! Every pass (on any MachineConfig, pool or Node change, and every 30 s) lists pools and Nodes
+//! fresh from the API (so a pass never acts on its own stale view) and reads MachineConfigs from
+//! a watch-fed cache (rendered configs are content-addressed, so the cache cannot mislead). Per
+//! pool it:
+//! 1. renders the pool; refuses a render that nodes cannot apply in place (naming the source
+//!    MachineConfig), writes the rendered config and points `spec.configuration` at it;
+//! 2. renders per-node configs (nodes with MachineConfigs of their own) on top of the pool's;
+//! 3. sets `desiredConfig` on the nodes the rollout step allows (`maxUnavailable`, zone, age;
+//!    none in a paused pool);
+//! 4. writes the pool's status (counts and conditions, `RenderDegraded` on render failures).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use machine_config::render::{self, RenderOptions};
+use machine_config::{MachineConfig, MachineConfigPool};
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+
+use super::nodes::{self, DESIRED_CONFIG};
+use super::{cached, is_rendered};
+
+/// Time between passes when nothing changes.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(
+    client: Client,
+    options: RenderOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let (configs, mc_changes) = cached(Api::<MachineConfig>::all(client.clone()), "MachineConfigs");
+    let pool_changes = changes(
+        Api::<MachineConfigPool>::all(client.clone()),
+        "MachineConfigPools",
+    );
+    let node_changes = changes(Api::<Node>::all(client.clone()), "Nodes");
+    let mut all_changes = futures::stream::select(
+        mc_changes.boxed(),
+        futures::stream::select(pool_changes.boxed(), node_changes.boxed()),
+    );
+    let wake = Arc::new(Notify::new());
+    let waker = wake.clone();
+    let pump = tokio::spawn(async move {
+        while all_changes.next().await.is_some() {
+            waker.notify_one();
+        }
+    });
+    tokio::select! {
+        ready = configs.wait_until_ready() => ready.context("watching MachineConfigs")?,
+        _ = shutdown.changed() => {
+            pump.abort();
+            return Ok(());
+        }
+    }
+    let controller = Controller {
+        client,
+        options,
+        configs,
+    };
+    tracing::info!("controller started");
+    let mut tick = tokio::time::interval(RESYNC);
+    loop {
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        // let a burst of events (a rollout touches many objects) settle into one pass
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Err(err) = controller.sync_all().await {
+            tracing::warn!("controller pass failed, retrying: {err:#}");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            wake.notify_one();
+        }
+    }
+    pump.abort();
+    Ok(())
+}
+
+fn changes<K>(api: Api<K>, what: &'static str) -> impl futures::Stream<Item = ()> + Send
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .filter_map(move |event| async move {
+            if let Err(err) = &event {
+                tracing::warn!("watching {what}: {err}");
+            }
+            event.ok().map(|_| ())
+        })
+}
+
+/// A pool's render step failed for a reason the pool reports (RenderDegraded), or the API failed.
+enum StepError {
+    Render(String),
+    Api(anyhow::Error),
+}
+
+impl From<anyhow::Error> for StepError {
+    fn from(err: anyhow::Error) -> Self {
+        StepError::Api(err)
+    }
+}
+
+struct Controller {
+    client: Client,
+    options: RenderOptions,
+    configs: Store<MachineConfig>,
+}
+
+impl Controller {
+    async fn sync_all(&self) -> Result<()> {
+        let pools = Api::<MachineConfigPool>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .context("listing MachineConfigPools")?
+            .items;
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .context("listing Nodes")?
+            .items;
+        let inputs: Vec<MachineConfig> = self
+            .configs
+            .state()
+            .iter()
+            .filter(|mc| !is_rendered(mc))
+            .map(|mc| (**mc).clone())
+            .collect();
+        let by_pool = nodes::nodes_by_pool(&nodes, &pools);
+        let mut result = Ok(());
+        for pool in pools {
+            let members = by_pool.get(pool.name()).cloned().unwrap_or_default();
+            let name = pool.name().to_string();
+            if let Err(err) = self.sync_pool(pool, &inputs, &members).await {
+                tracing::warn!(pool = %name, "syncing pool failed: {err:#}");
+                result = Err(err);
+            }
+        }
+        result
+    }
+
+    async fn sync_pool(
+        &self,
+        mut pool: MachineConfigPool,
+        inputs: &[MachineConfig],
+        members: &[&Node],
+    ) -> Result<()> {
+        let mut render_errors = Vec::new();
+        match self.render_pool(&mut pool, inputs).await {
+            Ok(()) => {}
+            Err(StepError::Render(message)) => {
+                tracing::error!(pool = %pool.name(), "{message}");
+                render_errors.push(message);
+            }
+            Err(StepError::Api(err)) => return Err(err),
+        }
+
+        let mut targets: BTreeMap<String, String> = BTreeMap::new();
+        let mut unrenderable: BTreeSet<String> = BTreeSet::new();
+        if let Some(base) = self.config(&pool.spec.configuration.name) {
+            for node in members {
+                let node_name = nodes::name(node);
+                match render::render_node(&pool, &base, node_name, inputs) {
+                    Ok(Some(rendered)) => {
+                        self.ensure_config(&rendered.config).await?;
+                        targets.insert(node_name.to_string(), rendered.config.name().to_string());
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        render_errors.push(format!("node {node_name}: {err}"));
+                        unrenderable.insert(node_name.to_string());
+                    }
+                }
+            }
+        }
+        let pool_target = pool.spec.configuration.name.clone();
+        let target = |n: &Node| {
+            targets
+                .get(nodes::name(n))
+                .cloned()
+                .unwrap_or_else(|| pool_target.clone())
+        };
+
+        let eligible: Vec<&Node> = members
+            .iter()
+            .copied()
+            .filter(|n| !unrenderable.contains(nodes::name(n)))
+            .collect();
+        let step = nodes::rollout_step(&pool, &eligible, target);
+        for (node, config) in &step {
+            self.set_desired(nodes::name(node), config).await?;
+        }
+        if !step.is_empty() {
+            let names: Vec<&str> = step.iter().map(|(n, _)| nodes::name(n)).collect();
+            tracing::info!(pool = %pool.name(), "targeted {} node(s) to {pool_target}: {}", step.len(), names.join(", "));
+        }
+
+        let render_error = (!render_errors.is_empty()).then(|| render_errors.join("; "));
+        let status = nodes::pool_status(&pool, members, target, render_error.as_deref(), &now());
+        if status != pool.status {
+            Api::<MachineConfigPool>::all(self.client.clone())
+                .patch_status(
+                    pool.name(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await
+                .with_context(|| format!("updating the status of pool {}", pool.name()))?;
+        }
+        Ok(())
+    }
+
+    /// The render controller's step; updates `pool.spec.configuration` locally and in the API.
+    async fn render_pool(
+        &self,
+        pool: &mut MachineConfigPool,
+        inputs: &[MachineConfig],
+    ) -> Result<(), StepError> {
+        let sources =
+            render::pool_sources(pool, inputs).map_err(|e| StepError::Render(e.to_string()))?;
+        let rendered = render::render_pool(pool, inputs, &self.options).map_err(|e| {
+            StepError::Render(format!("could not generate rendered MachineConfig: {e}"))
+        })?;
+        let current_name = pool.spec.configuration.name.clone();
+        if !current_name.is_empty()
+            && current_name != rendered.config.name()
+            && let Some(current) = self.config(&current_name)
+        {
+            render::check_against_current(
+                &current,
+                &rendered.config,
+                &sources,
+                &Default::default(),
+            )
+            .map_err(|m| {
+                StepError::Render(format!("could not generate rendered MachineConfig: {m}"))
+            })?;
+        }
+        self.ensure_config(&rendered.config).await?;
+        let configuration = &pool.spec.configuration;
+        if configuration.name != rendered.config.name() || configuration.source != rendered.sources
+        {
+            let name = rendered.config.name().to_string();
+            Api::<MachineConfigPool>::all(self.client.clone())
+                .patch(
+                    pool.name(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"configuration": {"name": name, "source": rendered.sources}}})),
+                )
+                .await
+                .with_context(|| format!("pointing pool {} at {name}", pool.name()))?;
+            if configuration.name != name {
+                tracing::info!(pool = %pool.name(), "Pool {}: now targeting: {name}", pool.name());
+            }
+            pool.spec.configuration.name = name;
+            pool.spec.configuration.source = rendered.sources;
+        }
+        Ok(())
+    }
+
+    fn config(&self, name: &str) -> Option<Arc<MachineConfig>> {
+        if name.is_empty() {
+            return None;
+        }
+        self.configs.get(&ObjectRef::new(name))
+    }
+
+    /// Creates a rendered config unless it exists (its name is its content hash).
+    async fn ensure_config(&self, mc: &MachineConfig) -> Result<()> {
+        if self.config(mc.name()).is_some() {
+            return Ok(());
+        }
+        match Api::<MachineConfig>::all(self.client.clone())
+            .create(&PostParams::default(), mc)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!("Generated machineconfig {}", mc.name());
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(err) => Err(err).with_context(|| format!("creating MachineConfig {}", mc.name())),
+        }
+    }
+
+    async fn set_desired(&self, node: &str, config: &str) -> Result<()> {
+        let patch = json!({"metadata": {"annotations": {DESIRED_CONFIG: config}}});
+        Api::<Node>::all(self.client.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .with_context(|| format!("setting desiredConfig {config} on node {node}"))?;
+        Ok(())
+    }
+}
+
+/// Kubernetes' timestamp format, now.
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}

@@ -1,0 +1,60 @@
+//! Cluster mode: the companion as the MCO's render controller and node controller
+//! ([`controller`]) and as its config server ([`source`]), against a Kubernetes API.
+
+pub mod controller;
+pub mod nodes;
+pub mod source;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use futures::{Stream, StreamExt};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use machine_config::MachineConfig;
+
+/// A client for the cluster in `kubeconfig` (its current context).
+pub async fn client(kubeconfig: &Path) -> Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// A watch-fed cache of objects, and a stream that yields whenever it changed (after the cache
+/// took the change in).
+pub fn cached<K>(api: Api<K>, what: &'static str) -> (Store<K>, impl Stream<Item = ()> + Send)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let changes = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects()
+        .filter_map(move |event| async move {
+            match event {
+                Ok(_) => Some(()),
+                Err(err) => {
+                    tracing::warn!("watching {what}: {err}");
+                    None
+                }
+            }
+        });
+    (store, changes)
+}
+
+/// Whether a MachineConfig is a rendered one (never an input to rendering).
+pub fn is_rendered(mc: &MachineConfig) -> bool {
+    mc.name()
+        .starts_with(machine_config::render::hash::RENDERED_PREFIX)
+}
