@@ -310,3 +310,42 @@ async fn malformed_and_slow_clients_do_not_hurt_the_server() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_without_restart() {
+    let pki = Pki::new();
+    let server = Server::start_async(&pki, &fixture_manifests(), Limits::default()).await;
+    let (new_ca, new_cert, new_key) = common::issue("rotated CA");
+    std::fs::write(pki.key(), new_key).unwrap();
+    std::fs::write(pki.cert(), new_cert).unwrap();
+    install_ring();
+    let trusting_new = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(new_ca.as_bytes()).unwrap()])
+        .http1_only()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    // the files are looked at again at most every 2 s
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match trusting_new.get(server.url("/healthz")).send().await {
+            Ok(response) => {
+                assert_eq!(response.status(), StatusCode::OK);
+                break;
+            }
+            Err(err) => assert!(
+                std::time::Instant::now() < deadline,
+                "still the old certificate: {err}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let trusting_old = client(&pki);
+    assert!(
+        trusting_old
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .is_err()
+    );
+}
