@@ -44,20 +44,11 @@ impl Pki {
 
 /// (CA PEM, server cert PEM, server key PEM) from a fresh CA named `ca_name`.
 pub fn issue(ca_name: &str) -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, ca_name);
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let params =
-        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+    let ca = mco_test_support::tls::TestCa::new(ca_name).unwrap();
+    let cert = ca
+        .issue_server_cert(&["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap();
+    (ca.cert_pem().to_string(), cert.cert_pem, cert.key_pem)
 }
 
 /// A running standalone server; stops when dropped.
