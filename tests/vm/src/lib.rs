@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod bls;
+pub mod cluster;
 pub mod console;
 pub mod ext4;
 pub mod images;

@@ -5,6 +5,8 @@ use std::io::Write;
 use std::net::TcpListener;
 
 use anyhow::{Context, Result, ensure};
+use mco_test_support::apiserver::fixtures;
+use mco_vm_tests::cluster::api_server_for_guests;
 use mco_vm_tests::vm::HOST_FROM_GUEST;
 use mco_vm_tests::{Disk, Vm};
 
@@ -69,6 +71,26 @@ fn selftest_boots_to_multi_user() -> Result<()> {
     );
     serving.join().expect("server thread")?;
 
+    // the Kubernetes API test server over TLS, as the agent will reach it (kubectl: a static
+    // binary from the host)
+    let api = api_server_for_guests()?;
+    api.seed(fixtures::node("vm-node"))?;
+    api.write_kubeconfig(&vm.share().join("kubeconfig"), "system:node:vm-node")?;
+    let kubectl = which_kubectl()?;
+    std::fs::copy(&kubectl, vm.share().join("kubectl"))
+        .with_context(|| format!("copying {}", kubectl.display()))?;
+    let node = vm.run(
+        "/mnt/host/kubectl --kubeconfig /mnt/host/kubeconfig get node vm-node \
+         -o jsonpath='{.metadata.name}'",
+    )?;
+    ensure!(node == "vm-node", "kubectl in the guest: {node:?}");
+    ensure!(
+        api.requests()
+            .iter()
+            .any(|r| r.path == "/api/v1/nodes/vm-node" && r.status == 200),
+        "the API server saw no GET of the node"
+    );
+
     vm.poweroff()
 }
 
@@ -122,6 +144,16 @@ fn selftest_ostree_staged_pivot_with_karg() -> Result<()> {
         vm.run("systemctl --failed --no-legend")?
     );
     vm.poweroff()
+}
+
+/// kubectl on the host's PATH (tests/setup.sh installs one).
+fn which_kubectl() -> Result<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file())
+        .context("kubectl is not on PATH (tests/setup.sh installs it)")
 }
 
 #[test]
