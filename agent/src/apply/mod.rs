@@ -139,6 +139,25 @@ pub async fn apply(
     Ok(out)
 }
 
+/// Checks that `apply` would accept the change (the input decodes, owners resolve, every path
+/// can be written) without writing anything: the errors `apply` would return before touching
+/// the disk.
+pub fn check(
+    root: &Root,
+    old: &Config,
+    new: &Config,
+    options: &ApplyOptions<'_>,
+) -> Result<(), ApplyError> {
+    let accounts = Accounts::load(root).map_err(ApplyError::Read)?;
+    let mode = prepare::PrepareMode {
+        field_prefix: options.field_prefix,
+        write_all: options.write_all,
+        first_application: options.first_application,
+    };
+    prepare::prepare(root, &accounts, old, new, mode)?;
+    Ok(())
+}
+
 async fn write(
     root: &Root,
     p: &prepare::Prepared<'_>,
@@ -154,6 +173,7 @@ async fn write(
     for link in &p.links {
         files::create_link(root, link, out)?;
     }
+    crate::engine::failpoint("engine::apply-midway")?;
     let mut plan = EnablementPlan::default();
     units::write_units(root, &p.units, &mut plan, out)?;
     for path in &p.stale_files {
