@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use crate::engine::{Outcome, UpdateReport};
 use crate::input::LoadedConfig;
-use crate::once::{OnceFromError, OnceFromOptions, OnceFromReport, once_from};
-use crate::rootfs::Root;
+use crate::once::{EMPTY_CONFIG_NAME, OnceFromOptions, once_from};
 
 /// Arguments of `once-from`.
 #[derive(Debug, clap::Args)]
@@ -21,110 +21,122 @@ pub struct Args {
     #[arg(long)]
     pub skip_reboot: bool,
     /// Leave out OS changes (image, kernel arguments, kernel type, extensions) instead of
-    /// refusing the config.
+    /// refusing the config when rpm-ostree cannot make them.
     #[arg(long)]
     pub skip_os: bool,
+    /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
+    #[arg(long, hide = true)]
+    pub boot_id_file: Option<PathBuf>,
 }
 
 /// Applies the file and prints what was done.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let desired = LoadedConfig::read(&args.file)?;
-    let root = Root::open(&args.root)?;
     let opts = OnceFromOptions {
         skip_os: args.skip_os,
+        skip_reboot: args.skip_reboot,
         arch: String::new(),
+        boot_id_file: args.boot_id_file.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match runtime.block_on(once_from(&root, &desired, &opts)) {
-        Ok(report) => {
-            print_report(&report, &args.root, args.skip_reboot);
-            Ok(ExitCode::SUCCESS)
+    let report = runtime.block_on(once_from(&args.root, &desired, &opts))?;
+    let mut code = ExitCode::SUCCESS;
+    for update in report.resumed.iter().chain(&report.update) {
+        match &update.outcome {
+            Outcome::Unreconcilable(reason) => {
+                eprintln!("error: {reason}");
+                code = ExitCode::from(super::EXIT_UNRECONCILABLE);
+            }
+            Outcome::Degraded(reason) => {
+                let hint = if !args.skip_os && reason.contains("which needs rpm-ostree") {
+                    ". Rerun with --skip-os to apply everything else"
+                } else {
+                    ""
+                };
+                eprintln!("error: {}: {reason}{hint}", args.file.display());
+                code = ExitCode::from(super::EXIT_FAILURE);
+            }
+            _ => print_report(update, &args.root, &report.no_reboot),
         }
-        Err(OnceFromError::Unreconcilable(reason)) => {
-            eprintln!("error: {reason}");
-            Ok(ExitCode::from(super::EXIT_UNRECONCILABLE))
-        }
-        Err(e) => Err(anyhow::Error::from(e).context(args.file.display().to_string())),
     }
+    Ok(code)
 }
 
-fn print_report(r: &OnceFromReport, root: &Path, skip_reboot: bool) {
-    let o = &r.outcome;
-    match &r.previous {
-        Some(prev) => println!("applied {} to {} (was {prev})", r.config, root.display()),
-        None => println!(
-            "applied {} to {} (first application)",
-            r.config,
-            root.display()
-        ),
-    }
-    println!(
-        "files: {} written, {} unchanged, {} restored, {} removed",
-        o.files_written.len(),
-        o.files_unchanged,
-        o.files_restored.len(),
-        o.files_removed.len()
-    );
-    if !o.directories.is_empty() || !o.links.is_empty() {
+fn print_report(r: &UpdateReport, root: &Path, no_reboot: &str) {
+    if r.from == EMPTY_CONFIG_NAME {
+        println!("applied {} to {} (first application)", r.to, root.display());
+    } else if r.applied.is_some() {
+        println!("applied {} to {} (was {})", r.to, root.display(), r.from);
+    } else {
         println!(
-            "directories: {}, links: {}",
-            o.directories.len(),
-            o.links.len()
+            "finished the update of {} from {} to {}",
+            root.display(),
+            r.from,
+            r.to
         );
     }
-    println!(
-        "units: {} unit files changed, {} units removed; enabled [{}], disabled [{}], preset [{}]",
-        o.units_written.len(),
-        o.units_removed.len(),
-        o.enablement.enable.join(" "),
-        o.enablement.disable.join(" "),
-        o.enablement.preset.join(" ")
-    );
-    if o.ssh_keys_written || o.password_changed {
+    if let Some(o) = &r.applied {
         println!(
-            "core: ssh keys {}, password hash {}",
-            if o.ssh_keys_written {
-                "written"
-            } else {
-                "unchanged"
-            },
-            if o.password_changed {
-                "changed"
-            } else {
-                "unchanged"
-            }
+            "files: {} written, {} unchanged, {} restored, {} removed",
+            o.files_written.len(),
+            o.files_unchanged,
+            o.files_restored.len(),
+            o.files_removed.len()
         );
-    }
-    for s in &o.skipped {
-        println!("skipped: {s}");
+        if !o.directories.is_empty() || !o.links.is_empty() {
+            println!(
+                "directories: {}, links: {}",
+                o.directories.len(),
+                o.links.len()
+            );
+        }
+        println!(
+            "units: {} unit files changed, {} units removed; enabled [{}], disabled [{}], preset [{}]",
+            o.units_written.len(),
+            o.units_removed.len(),
+            o.enablement.enable.join(" "),
+            o.enablement.disable.join(" "),
+            o.enablement.preset.join(" ")
+        );
+        if o.ssh_keys_written || o.password_changed {
+            let word = |b: bool, yes: &'static str| if b { yes } else { "unchanged" };
+            println!(
+                "core: ssh keys {}, password hash {}",
+                word(o.ssh_keys_written, "written"),
+                word(o.password_changed, "changed")
+            );
+        }
+        for s in &o.skipped {
+            println!("skipped: {s}");
+        }
     }
     for s in &r.left_out {
         println!("left out (--skip-os): {s}");
     }
-    let actions: Vec<String> = r
-        .plan
-        .actions
-        .iter()
-        .map(|a| match a.unit() {
-            Some(u) => format!("{} {u}", a.type_name()),
-            None => a.type_name().to_string(),
-        })
-        .collect();
-    if !actions.is_empty() {
-        println!("post-update actions: {}", actions.join(", "));
+    for s in &r.os_changes {
+        println!("OS change staged: {s}");
     }
-    if r.plan.reboot {
-        let why = if skip_reboot {
-            "not rebooting (--skip-reboot)"
-        } else if root != Path::new("/") {
-            "not rebooting: an alternate root is never rebooted"
-        } else {
-            "once-from does not reboot the node itself yet: reboot it to finish"
-        };
-        println!("reboot needed: {why}");
-    } else {
-        println!("no reboot needed");
+    if let Some(plan) = &r.plan {
+        let actions: Vec<String> = plan
+            .actions
+            .iter()
+            .map(|a| match a.unit() {
+                Some(u) => format!("{} {u}", a.type_name()),
+                None => a.type_name().to_string(),
+            })
+            .collect();
+        if !actions.is_empty() {
+            println!("post-update actions: {}", actions.join(", "));
+        }
+    }
+    match r.outcome {
+        Outcome::Rebooting => println!("reboot needed: rebooting into {}", r.to),
+        Outcome::NeedsReboot => println!("reboot needed: {no_reboot}"),
+        _ => println!("no reboot needed"),
+    }
+    for s in &r.skipped_actions {
+        println!("skipped post-update action: {s}");
     }
 }

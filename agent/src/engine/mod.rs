@@ -45,6 +45,7 @@
 pub mod backups;
 mod failpoints;
 pub mod fake;
+pub mod live;
 mod os;
 mod post_actions;
 pub mod record;
@@ -111,6 +112,18 @@ pub struct EngineOptions {
     pub policies: NodeDisruptionPolicy,
     /// Where the boot id is read (tests simulate reboots by changing it).
     pub boot_id_file: PathBuf,
+    /// Validate the disk against the current config before an update (the MCD's preflight
+    /// check). `once-from` applies what it is given without it, as the MCD's once-from does.
+    pub preflight: bool,
+    /// Keep the status file `/run/mco-agent/status.json` (inside the root) up to date.
+    pub status_file: bool,
+    /// A reboot update that is not rebooted (no rebooter) waits for the next boot to be
+    /// verified and committed (a node). `false`: it is committed at once, since the root is not
+    /// the running system and no boot of it can be observed (`once-from --root`).
+    pub verify_after_reboot: bool,
+    /// JSON path of the Ignition config in its document, for messages: `$.spec.config` for a
+    /// MachineConfig, `$` for a bare Ignition config.
+    pub field_prefix: &'static str,
 }
 
 impl Default for EngineOptions {
@@ -120,6 +133,10 @@ impl Default for EngineOptions {
             arch: std::env::consts::ARCH.to_string(),
             policies: NodeDisruptionPolicy::default(),
             boot_id_file: PathBuf::from(BOOT_ID_FILE),
+            preflight: true,
+            status_file: true,
+            verify_after_reboot: true,
+            field_prefix: "$.spec.config",
         }
     }
 }
@@ -198,11 +215,12 @@ impl Engine {
         cluster: Arc<dyn ClusterReport>,
     ) -> Result<Self> {
         let boot_id = read_boot_id(&opts.boot_id_file)?;
+        let reporter = Reporter::new(cluster, opts.status_file);
         Ok(Engine {
             root,
             seams,
             opts,
-            reporter: Reporter::new(cluster),
+            reporter,
             boot_id,
         })
     }

@@ -126,13 +126,16 @@ pub fn read_status(root: &Root) -> Result<Option<Status>> {
 pub struct Reporter {
     cluster: Arc<dyn ClusterReport>,
     status: Mutex<Status>,
+    status_file: bool,
 }
 
 impl Reporter {
-    pub fn new(cluster: Arc<dyn ClusterReport>) -> Self {
+    /// `status_file`: keep the status file up to date (else the status is only kept in memory).
+    pub fn new(cluster: Arc<dyn ClusterReport>, status_file: bool) -> Self {
         Reporter {
             cluster,
             status: Mutex::new(Status::default()),
+            status_file,
         }
     }
 
@@ -152,6 +155,9 @@ impl Reporter {
             let mut s = self.lock();
             f(&mut s);
             s.updated_ms = now_ms();
+            if !self.status_file {
+                return;
+            }
             serde_json::to_vec_pretty(&*s)
         };
         let written = json.map_err(anyhow::Error::from).and_then(|j| {
@@ -173,26 +179,15 @@ impl Reporter {
                 .clone()
                 .or(before.current.clone())
                 .unwrap_or_default();
-            if state == NodeState::Done || state == NodeState::Working {
-                tracing::info!(
-                    state = state.as_str(),
-                    from = before.state.as_str(),
-                    config,
-                    "Transitioned from state: {} -> {}",
-                    before.state,
-                    state
-                );
-            } else {
-                tracing::warn!(
-                    state = state.as_str(),
-                    from = before.state.as_str(),
-                    config,
-                    reason,
-                    "Transitioned from state: {} -> {}: {reason}",
-                    before.state,
-                    state
-                );
-            }
+            tracing::info!(
+                state = state.as_str(),
+                from = before.state.as_str(),
+                config,
+                reason,
+                "Transitioned from state: {} -> {}",
+                before.state,
+                state
+            );
         }
         self.update_status(root, |s| {
             s.state = state;

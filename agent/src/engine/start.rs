@@ -9,6 +9,7 @@ use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
 use super::{Engine, NodeState, Outcome, UpdateReport, backups, failpoint, os, with_os_of};
+use crate::apply::{self, ApplyOptions};
 use crate::input;
 use crate::once::first_application_baseline;
 
@@ -198,7 +199,7 @@ impl Engine {
                 "Skipping preflight config drift check; {} present",
                 super::FORCE_FILE
             );
-        } else if !first {
+        } else if !first && self.opts.preflight {
             let v = self.validate_files(&current_mc, &current_ign);
             if !v.is_ok() {
                 let messages: Vec<String> =
@@ -215,6 +216,13 @@ impl Engine {
             }
         }
         let desired_ign = desired.ignition().map_err(|e| degraded(e.into()))?;
+        let options = ApplyOptions {
+            field_prefix: self.opts.field_prefix,
+            write_all: force,
+            first_application: first,
+        };
+        apply::check(&self.root, &current_ign, &desired_ign, &options)
+            .map_err(|e| Outcome::Degraded(e.to_string()))?;
         let step = if plan.drain {
             Step::Draining
         } else {
