@@ -146,6 +146,31 @@ fn selftest_ostree_staged_pivot_with_karg() -> Result<()> {
     vm.poweroff()
 }
 
+#[test]
+#[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
+fn selftest_a_failed_boot_is_reported_at_once() -> Result<()> {
+    let started = std::time::Instant::now();
+    // the initramfs cannot mount a disk that is not there: it powers off
+    let err = match Vm::builder("selftest-failed-boot", Disk::Plain)
+        .karg("root=/dev/vdz")
+        .boot()
+    {
+        Ok(_) => anyhow::bail!("a boot without its root disk succeeded"),
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(err.contains("qemu exited during boot"), "{err}");
+    ensure!(
+        err.contains("initrd: cannot mount /dev/vdz"),
+        "the console tail is not in the error: {err}"
+    );
+    ensure!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
 /// kubectl on the host's PATH (tests/setup.sh installs one).
 fn which_kubectl() -> Result<std::path::PathBuf> {
     std::env::var_os("PATH")
