@@ -9,6 +9,8 @@
 //! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
 //! - [`cli`]: the `mco-agent` subcommands.
 //! - [`engine`]: the update engine (state machine, persisted steps, rollback, verification).
+//! - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch), drains
+//!   through the Eviction API, rendered MachineConfigs from the API server.
 //! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
 //! - [`logging`]: journald or stderr logging, set up once per binary.
 //! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
@@ -17,6 +19,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod cluster;
 pub mod engine;
 pub mod host;
 pub mod input;

@@ -3,6 +3,7 @@
 //! function, and a match arm in [`run`].
 
 pub mod diff;
+pub mod drain;
 pub mod once_from;
 pub mod validate;
 
@@ -36,6 +37,10 @@ pub enum Command {
     Validate(validate::Args),
     /// Show the update plan from OLD to NEW: exit 0 when reconcilable, 2 with the reason when not.
     Diff(diff::Args),
+    /// Cordon the node and evict its pods (exit 1 naming the pods and budgets that block).
+    Drain(drain::DrainArgs),
+    /// Make the node schedulable again.
+    Uncordon(drain::UncordonArgs),
 }
 
 /// Runs the parsed command line.
@@ -44,6 +49,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::OnceFrom(args) => once_from::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Diff(args) => diff::run(&args),
+        Command::Drain(args) => drain::run_drain(&args),
+        Command::Uncordon(args) => drain::run_uncordon(&args),
     }
 }
 

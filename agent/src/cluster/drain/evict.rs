@@ -1,0 +1,182 @@
+//! Evicting one pod through `policy/v1` Eviction, retrying while a PodDisruptionBudget refuses
+//! (429) or the API fails, then waiting until the pod is gone.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::core::Status;
+use serde_json::json;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::{Blocker, Drainer};
+
+/// A pod to get rid of.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    /// Already terminating: wait only.
+    pub wait_only: bool,
+}
+
+enum Attempt {
+    Evicted,
+    Gone,
+    Refused(Blocker),
+}
+
+/// `The disruption budget web needs 2 healthy pods and has 2 currently` → `web`.
+fn budget_name(cause: &str) -> Option<&str> {
+    let rest = cause.strip_prefix("The disruption budget ")?;
+    rest.split_whitespace().next()
+}
+
+/// What a 429 says: the budget that refused, or throttling.
+fn refusal(status: &Status) -> Blocker {
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    match causes.iter().find(|c| c.reason == "DisruptionBudget") {
+        Some(cause) => Blocker::Budget {
+            pdb: budget_name(&cause.message)
+                .unwrap_or("<unnamed>")
+                .to_string(),
+            detail: cause.message.clone(),
+        },
+        None => Blocker::Error(format!(
+            "eviction refused: {} (HTTP {})",
+            status.message, status.code
+        )),
+    }
+}
+
+impl Drainer {
+    async fn evict_once(&self, target: &Target) -> Attempt {
+        let body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": target.name, "namespace": target.namespace},
+            "deleteOptions": {},
+        });
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{}/pods/{}/eviction",
+            target.namespace, target.name
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default());
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => {
+                return Attempt::Refused(Blocker::Error(format!("building the eviction: {e}")));
+            }
+        };
+        let call = self.pods_client.request::<Status>(request);
+        match tokio::time::timeout(self.retry.attempt_timeout, call).await {
+            Ok(Ok(_)) => Attempt::Evicted,
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Attempt::Gone,
+            Ok(Err(kube::Error::Api(status))) if status.code == 429 => {
+                Attempt::Refused(refusal(&status))
+            }
+            Ok(Err(kube::Error::Api(status))) => Attempt::Refused(Blocker::Error(format!(
+                "eviction failed: {} (HTTP {} {})",
+                status.message, status.code, status.reason
+            ))),
+            Ok(Err(other)) => Attempt::Refused(Blocker::Error(format!("eviction failed: {other}"))),
+            Err(_) => Attempt::Refused(Blocker::Error(format!(
+                "eviction got no answer within {:?}",
+                self.retry.attempt_timeout
+            ))),
+        }
+    }
+
+    /// Evicts `target` (unless it is terminating already) and waits until it is gone, all
+    /// before `deadline`; otherwise says what stands in the way.
+    pub(super) async fn evict_and_wait(
+        &self,
+        target: &Target,
+        deadline: Instant,
+    ) -> Result<(), Blocker> {
+        let key = format!("{}/{}", target.namespace, target.name);
+        if !target.wait_only {
+            loop {
+                match self.evict_once(target).await {
+                    Attempt::Evicted => {
+                        info!(node = %self.node, pod = %key, "evicted pod");
+                        break;
+                    }
+                    Attempt::Gone => return Ok(()),
+                    Attempt::Refused(blocker) => {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            return Err(blocker);
+                        }
+                        // The last try falls on the deadline.
+                        let retry = self.options.eviction_retry.min(deadline - now);
+                        warn!(node = %self.node, pod = %key, %blocker, "eviction refused, retrying in {retry:?}");
+                        tokio::time::sleep(retry).await;
+                    }
+                }
+            }
+        }
+        self.wait_gone(target, deadline).await
+    }
+
+    /// Polls until the pod is gone (or replaced by a new pod of the same name).
+    async fn wait_gone(&self, target: &Target, deadline: Instant) -> Result<(), Blocker> {
+        let pods: Api<Pod> = Api::namespaced(self.pods_client.clone(), &target.namespace);
+        let poll: Duration = self.options.poll_interval;
+        loop {
+            let last =
+                match tokio::time::timeout(self.retry.attempt_timeout, pods.get_opt(&target.name))
+                    .await
+                {
+                    Ok(Ok(None)) => return Ok(()),
+                    Ok(Ok(Some(pod))) if pod.metadata.uid != target.uid => return Ok(()),
+                    Ok(Ok(Some(pod))) => Blocker::Terminating {
+                        finalizers: pod.metadata.finalizers.unwrap_or_default(),
+                    },
+                    Ok(Err(e)) => Blocker::Error(format!("checking that the pod is gone: {e}")),
+                    Err(_) => Blocker::Error("checking that the pod is gone: no answer".into()),
+                };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(poll.min(deadline - now)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_the_budget() {
+        let status: Status = serde_json::from_value(json!({
+            "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests",
+            "code": 429,
+            "details": {"causes": [{
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 2 healthy pods and has 2 currently",
+            }]},
+        }))
+        .unwrap();
+        match refusal(&status) {
+            Blocker::Budget { pdb, detail } => {
+                assert_eq!(pdb, "web");
+                assert!(detail.contains("needs 2 healthy pods"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let throttled = Status::failure("slow down", "TooManyRequests").with_code(429);
+        assert!(matches!(refusal(&throttled), Blocker::Error(_)));
+    }
+}

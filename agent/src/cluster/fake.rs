@@ -1,0 +1,256 @@
+//! [`FakeNodeApi`]: an in-memory node for tests of the agent's callers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use machine_config::MachineConfig;
+use tokio::sync::watch;
+
+use super::NodeApi;
+use super::annotations::{
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, NodeAnnotations,
+    NodeState, REASON, STATE, UNCORDON_VERB, drain_request, truncate_reason,
+};
+use super::drain::DrainError;
+use super::retry::ClusterError;
+
+#[derive(Default)]
+struct State {
+    annotations: BTreeMap<String, String>,
+    events: Vec<(String, String)>,
+    drains: Vec<String>,
+    uncordons: Vec<String>,
+    machine_configs: HashMap<String, MachineConfig>,
+    drain_error: Option<String>,
+    write_error: Option<String>,
+}
+
+/// Keeps the node's annotations in memory, records events, drains and uncordons, serves
+/// MachineConfigs it was given; `desired()` follows [`FakeNodeApi::set_desired`].
+pub struct FakeNodeApi {
+    node: String,
+    state: Mutex<State>,
+    desired: watch::Sender<Option<String>>,
+}
+
+impl FakeNodeApi {
+    pub fn new(node: &str) -> Self {
+        Self {
+            node: node.to_string(),
+            state: Mutex::new(State::default()),
+            desired: watch::channel(None).0,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the node controller does: sets `desiredConfig`.
+    pub fn set_desired(&self, config: &str) {
+        self.lock()
+            .annotations
+            .insert(DESIRED_CONFIG.into(), config.into());
+        self.desired.send_replace(Some(config.to_string()));
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        self.lock().annotations.get(key).cloned()
+    }
+
+    /// `(reason, message)` of the events recorded, in order.
+    pub fn events(&self) -> Vec<(String, String)> {
+        self.lock().events.clone()
+    }
+
+    /// Configs drained for, in order.
+    pub fn drains(&self) -> Vec<String> {
+        self.lock().drains.clone()
+    }
+
+    /// Configs uncordoned for, in order.
+    pub fn uncordons(&self) -> Vec<String> {
+        self.lock().uncordons.clone()
+    }
+
+    pub fn add_machine_config(&self, mc: MachineConfig) {
+        self.lock()
+            .machine_configs
+            .insert(mc.name().to_string(), mc);
+    }
+
+    /// Later drains fail with `message` (None: succeed again).
+    pub fn fail_drains(&self, message: Option<&str>) {
+        self.lock().drain_error = message.map(String::from);
+    }
+
+    /// Later annotation writes fail with `message` (None: succeed again).
+    pub fn fail_writes(&self, message: Option<&str>) {
+        self.lock().write_error = message.map(String::from);
+    }
+
+    fn write(&self, changes: &[(&str, Option<&str>)]) -> Result<(), ClusterError> {
+        let mut state = self.lock();
+        if let Some(message) = &state.write_error {
+            return Err(ClusterError::Client {
+                action: format!("writing annotations of node {}", self.node),
+                message: message.clone(),
+            });
+        }
+        for (key, value) in changes {
+            match value {
+                Some(v) => state.annotations.insert(key.to_string(), v.to_string()),
+                None => state.annotations.remove(*key),
+            };
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl NodeApi for FakeNodeApi {
+    fn node_name(&self) -> &str {
+        &self.node
+    }
+
+    async fn annotations(&self) -> Result<NodeAnnotations, ClusterError> {
+        Ok(NodeAnnotations::new(self.lock().annotations.clone()))
+    }
+
+    async fn report(&self, state: NodeState, reason: &str) -> Result<(), ClusterError> {
+        self.write(&[
+            (STATE, Some(state.as_str())),
+            (REASON, Some(truncate_reason(reason))),
+        ])
+    }
+
+    async fn set_current(&self, config: &str) -> Result<(), ClusterError> {
+        self.write(&[
+            (CURRENT_CONFIG, Some(config)),
+            (STATE, Some("Done")),
+            (REASON, Some("")),
+        ])
+    }
+
+    async fn set_annotations(&self, changes: &[(&str, Option<&str>)]) -> Result<(), ClusterError> {
+        self.write(changes)
+    }
+
+    async fn drain(&self, config: &str) -> Result<(), ClusterError> {
+        let failure = self.lock().drain_error.clone();
+        if let Some(message) = failure {
+            return Err(DrainError::Failed {
+                node: self.node.clone(),
+                elapsed: Duration::ZERO,
+                message,
+            }
+            .into());
+        }
+        self.lock().drains.push(config.to_string());
+        let request = drain_request(DRAIN_VERB, config);
+        self.write(&[
+            (DESIRED_DRAIN, Some(&request)),
+            (LAST_APPLIED_DRAIN, Some(&request)),
+        ])
+    }
+
+    async fn uncordon(&self, config: &str) -> Result<(), ClusterError> {
+        self.lock().uncordons.push(config.to_string());
+        let request = drain_request(UNCORDON_VERB, config);
+        self.write(&[
+            (DESIRED_DRAIN, Some(&request)),
+            (LAST_APPLIED_DRAIN, Some(&request)),
+        ])
+    }
+
+    fn desired(&self) -> BoxStream<'static, String> {
+        let receiver = self.desired.subscribe();
+        futures::stream::unfold(
+            (receiver, None::<String>, true),
+            |(mut rx, last, first)| async move {
+                loop {
+                    if !first || rx.borrow().is_none() {
+                        rx.changed().await.ok()?;
+                    }
+                    let value = rx.borrow_and_update().clone();
+                    if let Some(value) = value.filter(|v| last.as_deref() != Some(v.as_str())) {
+                        return Some((value.clone(), (rx, Some(value), false)));
+                    }
+                }
+            },
+        )
+        .boxed()
+    }
+
+    async fn event(&self, reason: &str, message: &str) -> Result<(), ClusterError> {
+        self.lock()
+            .events
+            .push((reason.to_string(), message.to_string()));
+        Ok(())
+    }
+
+    async fn get_machine_config(&self, name: &str) -> Result<MachineConfig, ClusterError> {
+        self.lock()
+            .machine_configs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ClusterError::MachineConfigNotFound(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn protocol_in_memory() {
+        let fake = FakeNodeApi::new("n1");
+        let mut desired = fake.desired();
+        fake.set_desired("rendered-worker-1");
+        assert_eq!(desired.next().await.as_deref(), Some("rendered-worker-1"));
+        fake.set_desired("rendered-worker-1");
+        fake.set_desired("rendered-worker-2");
+        assert_eq!(desired.next().await.as_deref(), Some("rendered-worker-2"));
+
+        fake.report(NodeState::Working, "").await.unwrap();
+        fake.drain("rendered-worker-2").await.unwrap();
+        assert_eq!(
+            fake.annotation(LAST_APPLIED_DRAIN).as_deref(),
+            Some("drain-rendered-worker-2")
+        );
+        fake.set_current("rendered-worker-2").await.unwrap();
+        let a = fake.annotations().await.unwrap();
+        assert_eq!(
+            (a.current_config(), a.state(), a.reason()),
+            (Some("rendered-worker-2"), Ok(NodeState::Done), "")
+        );
+        fake.report(NodeState::Degraded, &"é".repeat(3000))
+            .await
+            .unwrap();
+        assert_eq!(fake.annotation(REASON).unwrap().chars().count(), 2000);
+
+        fake.fail_drains(Some("pod x blocked"));
+        assert!(
+            fake.drain("rendered-worker-3")
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("pod x blocked")
+        );
+        fake.fail_writes(Some("API down"));
+        assert!(fake.report(NodeState::Done, "").await.is_err());
+        assert!(matches!(
+            fake.get_machine_config("nope").await,
+            Err(ClusterError::MachineConfigNotFound(_))
+        ));
+        fake.event("NodeDone", "done").await.unwrap();
+        assert_eq!(
+            fake.events(),
+            [("NodeDone".to_string(), "done".to_string())]
+        );
+    }
+}

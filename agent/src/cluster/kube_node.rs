@@ -1,0 +1,269 @@
+//! [`KubeNodeApi`]: the [`NodeApi`] on a real API server.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use machine_config::MachineConfig;
+use tracing::{info, warn};
+
+use super::annotations::{
+    self, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN,
+    NodeAnnotations, NodeState, REASON, STATE, UNCORDON_VERB, drain_request, truncate_reason,
+};
+use super::client::client_from_kubeconfig;
+use super::drain::Drainer;
+use super::events::{EventRecorder, reason};
+use super::retry::{ClusterError, RetryPolicy, with_retry};
+use super::{ClusterOptions, DrainMode, NodeApi, handshake};
+
+/// The node's side of the protocol against the API server.
+pub struct KubeNodeApi {
+    pub(super) node: String,
+    pub(super) nodes: Api<Node>,
+    client: kube::Client,
+    drainer: Drainer,
+    events: EventRecorder,
+    mode: DrainMode,
+    pub(super) options: ClusterOptions,
+    pub(super) retry: RetryPolicy,
+    node_uid: Mutex<Option<String>>,
+}
+
+impl KubeNodeApi {
+    /// Connects with the node's kubeconfig (and the eviction kubeconfig, if any).
+    pub async fn connect(options: &ClusterOptions) -> Result<Self, ClusterError> {
+        let node_client = client_from_kubeconfig(&options.kubeconfig).await?;
+        let eviction_client = match &options.eviction_kubeconfig {
+            Some(path) => client_from_kubeconfig(path).await?,
+            None => node_client.clone(),
+        };
+        Ok(Self::with_clients(options, node_client, eviction_client))
+    }
+
+    pub fn with_clients(
+        options: &ClusterOptions,
+        node_client: kube::Client,
+        eviction_client: kube::Client,
+    ) -> Self {
+        let node = options.node_name.clone();
+        Self {
+            nodes: Api::all(node_client.clone()),
+            drainer: Drainer::new(
+                &node,
+                node_client.clone(),
+                eviction_client,
+                options.drain.clone(),
+                options.retry.clone(),
+            ),
+            events: EventRecorder::new(
+                node_client.clone(),
+                &options.event_namespace,
+                &node,
+                options.retry.clone(),
+            ),
+            client: node_client,
+            mode: options.drain_mode,
+            retry: options.retry.clone(),
+            options: options.clone(),
+            node_uid: Mutex::new(None),
+            node,
+        }
+    }
+
+    pub fn drainer(&self) -> &Drainer {
+        &self.drainer
+    }
+
+    /// Patches annotations until the patch lands.
+    async fn patch_annotations(
+        &self,
+        changes: &[(&str, Option<&str>)],
+    ) -> Result<(), ClusterError> {
+        let patch = Patch::Merge(annotations::merge_patch(changes));
+        let params = PatchParams::default();
+        let keys: Vec<&str> = changes.iter().map(|(k, _)| *k).collect();
+        let action = format!("writing annotations {keys:?} of node {}", self.node);
+        let node = with_retry(&self.retry, &action, || {
+            self.nodes.patch(&self.node, &params, &patch)
+        })
+        .await?;
+        self.remember_uid(&node);
+        Ok(())
+    }
+
+    fn remember_uid(&self, node: &Node) {
+        if let Some(uid) = &node.metadata.uid {
+            *self.node_uid.lock().unwrap_or_else(|e| e.into_inner()) = Some(uid.clone());
+        }
+    }
+
+    /// Records an event; a failure is logged, never fatal to the caller's work.
+    pub(super) async fn note(&self, reason: &str, message: &str) {
+        if let Err(e) = self.event(reason, message).await {
+            warn!(node = %self.node, reason, error = %e, "could not record event");
+        }
+    }
+
+    async fn agent_drain(&self, config: &str) -> Result<(), ClusterError> {
+        self.note(reason::CORDON, "Cordoned node to apply update")
+            .await;
+        self.note(reason::DRAIN, "Draining node to update config.")
+            .await;
+        match self.drainer.drain().await {
+            Ok(report) => {
+                info!(node = %self.node, config, seconds = report.elapsed.as_secs_f64(), removed = report.removed.len(), "Successful drain");
+                let request = drain_request(DRAIN_VERB, config);
+                self.patch_annotations(&[
+                    (DESIRED_DRAIN, Some(&request)),
+                    (LAST_APPLIED_DRAIN, Some(&request)),
+                ])
+                .await
+            }
+            Err(e) => {
+                self.note(reason::FAILED_TO_DRAIN, &e.to_string()).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn agent_uncordon(&self, config: &str) -> Result<(), ClusterError> {
+        if let Err(e) = self.drainer.uncordon().await {
+            self.note(reason::FAILED_TO_UNCORDON, &e.to_string()).await;
+            return Err(e.into());
+        }
+        let request = drain_request(UNCORDON_VERB, config);
+        self.patch_annotations(&[
+            (DESIRED_DRAIN, Some(&request)),
+            (LAST_APPLIED_DRAIN, Some(&request)),
+        ])
+        .await?;
+        self.note(
+            reason::UNCORDON,
+            &format!(
+                "Update completed for config {config} and node has been successfully uncordoned"
+            ),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl NodeApi for KubeNodeApi {
+    fn node_name(&self) -> &str {
+        &self.node
+    }
+
+    async fn annotations(&self) -> Result<NodeAnnotations, ClusterError> {
+        let action = format!("reading node {}", self.node);
+        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
+        self.remember_uid(&node);
+        Ok(NodeAnnotations::new(
+            node.metadata.annotations.unwrap_or_default(),
+        ))
+    }
+
+    async fn report(&self, state: NodeState, reason: &str) -> Result<(), ClusterError> {
+        self.patch_annotations(&[
+            (STATE, Some(state.as_str())),
+            (REASON, Some(truncate_reason(reason))),
+        ])
+        .await
+    }
+
+    async fn set_current(&self, config: &str) -> Result<(), ClusterError> {
+        self.patch_annotations(&[
+            (CURRENT_CONFIG, Some(config)),
+            (STATE, Some(NodeState::Done.as_str())),
+            (REASON, Some("")),
+        ])
+        .await
+    }
+
+    async fn set_annotations(&self, changes: &[(&str, Option<&str>)]) -> Result<(), ClusterError> {
+        self.patch_annotations(changes).await
+    }
+
+    async fn drain(&self, config: &str) -> Result<(), ClusterError> {
+        if self.annotations().await?.single_replica() {
+            self.note(reason::DRAIN, "Drain not required, skipping")
+                .await;
+            return Ok(());
+        }
+        match self.mode {
+            DrainMode::Agent => self.agent_drain(config).await,
+            DrainMode::Controller => handshake::request(self, DRAIN_VERB, config).await,
+        }
+    }
+
+    async fn uncordon(&self, config: &str) -> Result<(), ClusterError> {
+        match self.mode {
+            DrainMode::Agent => self.agent_uncordon(config).await,
+            DrainMode::Controller => handshake::request(self, UNCORDON_VERB, config).await,
+        }
+    }
+
+    fn desired(&self) -> BoxStream<'static, String> {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
+        let node = self.node.clone();
+        watcher(self.nodes.clone(), config)
+            .default_backoff()
+            .applied_objects()
+            .filter_map(move |event| {
+                let value = match event {
+                    Ok(n) => n
+                        .metadata
+                        .annotations
+                        .and_then(|mut a| a.remove(DESIRED_CONFIG))
+                        .filter(|v| !v.is_empty()),
+                    Err(e) => {
+                        warn!(node = %node, error = %e, "watching the node failed; the watch restarts");
+                        None
+                    }
+                };
+                futures::future::ready(value)
+            })
+            .scan(None::<String>, |last, value| {
+                let changed = last.as_deref() != Some(value.as_str());
+                *last = Some(value.clone());
+                futures::future::ready(Some(changed.then_some(value)))
+            })
+            .filter_map(futures::future::ready)
+            .boxed()
+    }
+
+    async fn event(&self, reason: &str, message: &str) -> Result<(), ClusterError> {
+        let uid = self
+            .node_uid
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.events.record(uid.as_deref(), reason, message).await
+    }
+
+    async fn get_machine_config(&self, name: &str) -> Result<MachineConfig, ClusterError> {
+        let gvk =
+            GroupVersionKind::gvk(machine_config::machineconfig::GROUP, "v1", "MachineConfig");
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &ApiResource::from_gvk(&gvk));
+        let action = format!("reading machineconfig {name}");
+        let found = match with_retry(&self.retry, &action, || api.get(name)).await {
+            Err(e) if e.code() == Some(404) => {
+                return Err(ClusterError::MachineConfigNotFound(name.to_string()));
+            }
+            other => other?,
+        };
+        let invalid = |message: String| ClusterError::InvalidMachineConfig {
+            name: name.to_string(),
+            message,
+        };
+        let value = serde_json::to_value(&found).map_err(|e| invalid(e.to_string()))?;
+        MachineConfig::from_value(value).map_err(|e| invalid(e.to_string()))
+    }
+}

@@ -1,0 +1,498 @@
+//! The agent's drains against the Kubernetes API test server (in process, HTTPS): evictions in
+//! parallel with a separate credential, DaemonSet, mirror and emptyDir pods, a blocking
+//! PodDisruptionBudget named in the error, one that frees up, the controller handshake, and
+//! the `drain`/`uncordon` commands.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mco_agent::cluster::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use mco_agent::cluster::{
+    ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy,
+};
+use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
+use serde_json::{Value, json};
+
+const NODE: &str = "worker-0";
+const EVICTOR: &str =
+    "system:serviceaccount:openshift-machine-config-operator:machine-config-daemon";
+
+fn fast_drain() -> DrainOptions {
+    DrainOptions {
+        attempt_timeout: Duration::from_secs(20),
+        overall_timeout: Duration::from_secs(30),
+        eviction_retry: Duration::from_millis(500),
+        attempt_pause: Duration::from_millis(200),
+        poll_interval: Duration::from_millis(100),
+    }
+}
+
+fn cluster() -> TestApiServer {
+    let server = TestApiServer::start().unwrap();
+    server.seed(fixtures::node(NODE)).unwrap();
+    server.seed(fixtures::node("worker-1")).unwrap();
+    server.seed(fixtures::namespace("apps")).unwrap();
+    server
+}
+
+async fn node_api(server: &TestApiServer, mode: DrainMode, drain: DrainOptions) -> KubeNodeApi {
+    let kubeconfig = server.dir().join("kubelet.kubeconfig");
+    let eviction = server.dir().join("evictor.kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
+        .unwrap();
+    server.write_kubeconfig(&eviction, EVICTOR).unwrap();
+    let mut options = ClusterOptions::new(NODE);
+    options.kubeconfig = kubeconfig;
+    options.eviction_kubeconfig = Some(eviction);
+    options.drain_mode = mode;
+    options.drain = drain;
+    options.handshake.poll_interval = Duration::from_millis(100);
+    options.retry = RetryPolicy {
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(500),
+        attempt_timeout: Duration::from_secs(2),
+    };
+    KubeNodeApi::connect(&options).await.unwrap()
+}
+
+fn pod_names(server: &TestApiServer, node: &str) -> Vec<String> {
+    let mut names: Vec<String> = server
+        .list("pods", None)
+        .iter()
+        .filter(|p| p["spec"]["nodeName"] == node)
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn node(server: &TestApiServer) -> Value {
+    server.get("nodes", None, NODE).unwrap()
+}
+
+fn annotation(server: &TestApiServer, key: &str) -> Option<String> {
+    node(server)["metadata"]["annotations"][key]
+        .as_str()
+        .map(String::from)
+}
+
+fn event_reasons(server: &TestApiServer) -> Vec<String> {
+    let mut events = server.list("events", None);
+    events.sort_by_key(|e| {
+        e["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    events
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
+    let server = cluster();
+    server.seed(fixtures::daemonset("apps", "agent")).unwrap();
+    server
+        .seed(fixtures::daemonset_pod("apps", "agent-w0", NODE, "agent"))
+        .unwrap();
+    server
+        .seed(fixtures::mirror_pod("kube-system", "etcd-w0", NODE))
+        .unwrap();
+    server
+        .seed(fixtures::emptydir_pod(
+            "apps",
+            "cache",
+            NODE,
+            &[("app", "cache")],
+        ))
+        .unwrap();
+    let mut finished = fixtures::pod("apps", "job-done", NODE, &[]);
+    finished["status"]["phase"] = json!("Succeeded");
+    server.seed(finished).unwrap();
+    let mut unmanaged = fixtures::pod("apps", "bare", NODE, &[]);
+    unmanaged["metadata"]["ownerReferences"] = json!([]);
+    server.seed(unmanaged).unwrap();
+    for i in 1..=3 {
+        server
+            .seed(fixtures::pod(
+                "apps",
+                &format!("web-{i}"),
+                NODE,
+                &[("app", "web")],
+            ))
+            .unwrap();
+    }
+    server
+        .seed(fixtures::pod(
+            "apps",
+            "web-other",
+            "worker-1",
+            &[("app", "web")],
+        ))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web",
+            &[("app", "web")],
+            json!({"maxUnavailable": "75%"}),
+        ))
+        .unwrap();
+    // Each evicted pod takes a second to terminate: one after the other would take 5 s.
+    server.set_pod_termination_delay(Duration::from_secs(1));
+
+    let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
+    let started = Instant::now();
+    api.drain("rendered-worker-1").await.unwrap();
+    let elapsed = started.elapsed();
+    eprintln!("drain of 5 pods with 1 s termination each took {elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_millis(3500),
+        "{elapsed:?}"
+    );
+
+    assert_eq!(node(&server)["spec"]["unschedulable"], true);
+    assert_eq!(
+        pod_names(&server, NODE),
+        ["agent-w0", "etcd-w0", "job-done"]
+    );
+    assert_eq!(pod_names(&server, "worker-1"), ["web-other"]);
+    let requests = server.requests();
+    let evictions: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path.ends_with("/eviction") && r.status == 201)
+        .collect();
+    assert_eq!(evictions.len(), 5, "web-1..3, cache and bare are evicted");
+    assert!(
+        evictions.iter().all(|r| r.user == EVICTOR),
+        "evictions use the eviction credential"
+    );
+    assert!(
+        requests
+            .iter()
+            .filter(|r| r.path.starts_with("/api/v1/nodes/") && r.method == "PATCH")
+            .all(|r| r.user == format!("system:node:{NODE}"))
+    );
+    assert!(
+        !requests.iter().any(|r| r.method == "DELETE"),
+        "nothing is deleted directly"
+    );
+    assert_eq!(
+        annotation(&server, DESIRED_DRAIN).as_deref(),
+        Some("drain-rendered-worker-1")
+    );
+    assert_eq!(
+        annotation(&server, LAST_APPLIED_DRAIN).as_deref(),
+        Some("drain-rendered-worker-1")
+    );
+    assert_eq!(event_reasons(&server), ["Cordon", "Drain"]);
+
+    api.uncordon("rendered-worker-1").await.unwrap();
+    assert!(node(&server)["spec"].get("unschedulable").is_none());
+    assert_eq!(
+        annotation(&server, LAST_APPLIED_DRAIN).as_deref(),
+        Some("uncordon-rendered-worker-1")
+    );
+    assert_eq!(event_reasons(&server), ["Cordon", "Drain", "Uncordon"]);
+}
+
+#[tokio::test]
+async fn a_blocking_budget_is_named_in_the_error() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pod("apps", "free", NODE, &[]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web-budget",
+            &[("app", "web")],
+            json!({"minAvailable": 1}),
+        ))
+        .unwrap();
+    let options = DrainOptions {
+        attempt_timeout: Duration::from_secs(2),
+        overall_timeout: Duration::from_secs(3),
+        ..fast_drain()
+    };
+    let api = node_api(&server, DrainMode::Agent, options).await;
+    let err = api
+        .drain("rendered-worker-1")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("failed to drain node {NODE} after ")),
+        "{err}"
+    );
+    assert!(
+        err.contains("pod apps/web-1: eviction refused by PodDisruptionBudget \"web-budget\" (The disruption budget web-budget needs 1 healthy pods and has 1 currently)"),
+        "{err}"
+    );
+    assert_eq!(
+        pod_names(&server, NODE),
+        ["web-1"],
+        "the unprotected pod is gone"
+    );
+    assert_eq!(event_reasons(&server), ["Cordon", "Drain", "FailedToDrain"]);
+    let failed = server
+        .list("events", None)
+        .into_iter()
+        .find(|e| e["reason"] == "FailedToDrain")
+        .unwrap();
+    assert_eq!(failed["message"], err);
+    assert_eq!(failed["type"], "Warning");
+    assert_eq!(annotation(&server, LAST_APPLIED_DRAIN), None);
+}
+
+#[tokio::test]
+async fn a_budget_that_frees_up_lets_the_drain_finish() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    let mut starting = fixtures::pod("apps", "web-2", "worker-1", &[("app", "web")]);
+    starting["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    server.seed(starting).unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web",
+            &[("app", "web")],
+            json!({"minAvailable": 1}),
+        ))
+        .unwrap();
+    let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
+
+    let started = Instant::now();
+    let drain = api.drain("rendered-worker-1");
+    let free_up = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        server
+            .patch("pods", Some("apps"), "web-2", &ready, Target::Status)
+            .unwrap();
+    };
+    let (result, ()) = tokio::join!(drain, free_up);
+    result.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert_eq!(pod_names(&server, NODE), Vec::<String>::new());
+    let refused = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/web-1/eviction") && r.status == 429)
+        .count();
+    assert!(refused >= 2, "retried while the budget refused: {refused}");
+}
+
+#[tokio::test]
+async fn api_faults_during_a_drain_are_retried() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .faults()
+        .fail_next("PATCH", &format!("/api/v1/nodes/{NODE}"), 2, 503);
+    server.faults().fail_next("GET", "/api/v1/pods", 1, 500);
+    server.faults().fail_next("POST", "*/eviction", 2, 500);
+    let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
+    api.drain("rendered-worker-1").await.unwrap();
+    assert_eq!(pod_names(&server, NODE), Vec::<String>::new());
+    assert_eq!(node(&server)["spec"]["unschedulable"], true);
+}
+
+/// Plays the MCO's drain controller: copies desiredDrain to lastAppliedDrain after a delay.
+fn controller(server: &TestApiServer, rounds: usize) {
+    let mut seen = 0;
+    while seen < rounds {
+        std::thread::sleep(Duration::from_millis(150));
+        let desired = annotation(server, DESIRED_DRAIN);
+        if desired.is_some() && desired != annotation(server, LAST_APPLIED_DRAIN) {
+            let unschedulable = desired.as_deref().is_some_and(|d| d.starts_with("drain-"));
+            let patch = json!({"metadata": {"annotations": {LAST_APPLIED_DRAIN: desired}}, "spec": {"unschedulable": if unschedulable { json!(true) } else { json!(null) }}});
+            server
+                .patch("nodes", None, NODE, &patch, Target::Main)
+                .unwrap();
+            seen += 1;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_handshake() {
+    let server = cluster();
+    let mut options = fast_drain();
+    options.overall_timeout = Duration::from_secs(5);
+    let api = node_api(&server, DrainMode::Controller, options).await;
+    std::thread::scope(|scope| {
+        scope.spawn(|| controller(&server, 2));
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::block_in_place(|| {
+            runtime.block_on(async {
+                api.drain("rendered-worker-1").await.unwrap();
+                assert_eq!(node(&server)["spec"]["unschedulable"], true);
+                api.uncordon("rendered-worker-1").await.unwrap();
+            })
+        });
+    });
+    assert!(node(&server)["spec"].get("unschedulable").is_none());
+    assert_eq!(
+        annotation(&server, LAST_APPLIED_DRAIN).as_deref(),
+        Some("uncordon-rendered-worker-1")
+    );
+    assert_eq!(event_reasons(&server), ["Cordon", "Drain", "Uncordon"]);
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/eviction")),
+        "the controller drains, not the agent"
+    );
+}
+
+#[tokio::test]
+async fn controller_handshake_times_out_with_the_mcd_message() {
+    let server = cluster();
+    let kubeconfig = server.dir().join("kubelet.kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
+        .unwrap();
+    let mut options = ClusterOptions::new(NODE);
+    options.kubeconfig = kubeconfig;
+    options.drain_mode = DrainMode::Controller;
+    options.handshake.poll_interval = Duration::from_millis(100);
+    options.handshake.drain_timeout = Duration::from_secs(1);
+    let api = KubeNodeApi::connect(&options).await.unwrap();
+    let err = api.drain("rendered-worker-1").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to drain node: {NODE} after 1s. Please see machine-config-controller logs for more information"
+        )
+    );
+    assert_eq!(
+        annotation(&server, DESIRED_DRAIN).as_deref(),
+        Some("drain-rendered-worker-1")
+    );
+    assert_eq!(event_reasons(&server), ["Cordon", "Drain", "FailedToDrain"]);
+}
+
+#[tokio::test]
+async fn single_replica_nodes_are_not_drained() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[]))
+        .unwrap();
+    server
+        .patch("nodes", None, NODE, &json!({"metadata": {"annotations": {"machineconfiguration.openshift.io/controlPlaneTopology": "SingleReplica"}}}), Target::Main)
+        .unwrap();
+    let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
+    api.drain("rendered-worker-1").await.unwrap();
+    assert_eq!(pod_names(&server, NODE), ["web-1"]);
+    assert!(node(&server)["spec"].get("unschedulable").is_none());
+    let events = server.list("events", None);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["message"], "Drain not required, skipping");
+}
+
+fn agent(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mco-agent"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn drain_and_uncordon_commands() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pod("apps", "batch", NODE, &[]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web",
+            &[("app", "web")],
+            json!({"minAvailable": 1}),
+        ))
+        .unwrap();
+    let kubeconfig = server.kubeconfig().to_str().unwrap().to_string();
+
+    let blocked = agent(&[
+        "drain",
+        "--node",
+        NODE,
+        "--kubeconfig",
+        &kubeconfig,
+        "--timeout",
+        "2s",
+    ]);
+    let stderr = String::from_utf8_lossy(&blocked.stderr);
+    assert_eq!(blocked.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pod apps/web-1: eviction refused by PodDisruptionBudget \"web\""),
+        "{stderr}"
+    );
+    assert_eq!(pod_names(&server, NODE), ["web-1"]);
+
+    server
+        .patch(
+            "poddisruptionbudgets",
+            Some("apps"),
+            "web",
+            &json!({"spec": {"minAvailable": 0}}),
+            Target::Main,
+        )
+        .unwrap();
+    let drained = agent(&[
+        "drain",
+        "--node",
+        NODE,
+        "--kubeconfig",
+        &kubeconfig,
+        "--timeout",
+        "20s",
+    ]);
+    let stdout = String::from_utf8_lossy(&drained.stdout);
+    assert!(
+        drained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drained.stderr)
+    );
+    assert!(
+        stdout.contains("evicted pod apps/web-1")
+            && stdout.contains(&format!("node/{NODE} drained")),
+        "{stdout}"
+    );
+    assert_eq!(node(&server)["spec"]["unschedulable"], true);
+
+    let uncordoned = agent(&["uncordon", "--node", NODE, "--kubeconfig", &kubeconfig]);
+    assert!(
+        uncordoned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&uncordoned.stderr)
+    );
+    assert!(node(&server)["spec"].get("unschedulable").is_none());
+
+    let missing = agent(&[
+        "drain",
+        "--node",
+        NODE,
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("kubeconfig /nonexistent/kubeconfig")
+    );
+}
