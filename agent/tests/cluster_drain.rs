@@ -141,16 +141,16 @@ async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
             json!({"maxUnavailable": "75%"}),
         ))
         .unwrap();
-    // Each evicted pod takes a second to terminate: one after the other would take 5 s.
-    server.set_pod_termination_delay(Duration::from_secs(1));
+    // Each evicted pod takes 2 s to terminate: one after the other would take 10 s.
+    server.set_pod_termination_delay(Duration::from_secs(2));
 
     let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
     let started = Instant::now();
     api.drain("rendered-worker-1").await.unwrap();
     let elapsed = started.elapsed();
-    eprintln!("drain of 5 pods with 1 s termination each took {elapsed:?}");
+    eprintln!("drain of 5 pods with 2 s termination each took {elapsed:?}");
     assert!(
-        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_millis(3500),
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(6),
         "{elapsed:?}"
     );
 
@@ -311,7 +311,8 @@ async fn api_faults_during_a_drain_are_retried() {
 /// Plays the MCO's drain controller: copies desiredDrain to lastAppliedDrain after a delay.
 fn controller(server: &TestApiServer, rounds: usize) {
     let mut seen = 0;
-    while seen < rounds {
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while seen < rounds && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(150));
         let desired = annotation(server, DESIRED_DRAIN);
         if desired.is_some() && desired != annotation(server, LAST_APPLIED_DRAIN) {

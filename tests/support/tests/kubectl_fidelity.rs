@@ -375,18 +375,18 @@ fn drain_blocked_by_a_budget_times_out() {
             "n1",
             "--ignore-daemonsets",
             "--delete-emptydir-data",
-            "--timeout=7s",
+            "--timeout=8s",
         ],
     );
     assert!(!output.status.success(), "drain must fail on its timeout");
-    assert!(started.elapsed() >= Duration::from_secs(7));
+    assert!(started.elapsed() >= Duration::from_secs(8));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
         "{stderr}"
     );
     assert!(stderr.contains("global timeout reached"), "{stderr}");
-    // Retried every 5 s: two rounds of 429 for each web pod within 7 s.
+    // Retried every 5 s: two rounds of 429 for each web pod within 8 s.
     let blocked = server
         .requests()
         .iter()
