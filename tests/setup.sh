@@ -19,7 +19,7 @@ packages=(
   # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
   # benchmarks
-  nginx-light wrk
+  nginx-light wrk openssl
 )
 
 missing=()
