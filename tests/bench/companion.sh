@@ -4,15 +4,19 @@
 # same run. Reports requests/s, transfer rate, p50/p99 latency, the ratio companion/nginx and the
 # servers' peak RSS (VmHWM).
 #
-#   tests/bench/companion.sh [DURATION_SECONDS] [CONNECTIONS]
+#   tests/bench/companion.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
+#
+# Each round runs both servers back to back (alternating which goes first), so load from other
+# processes on the machine hits both alike; the summary gives medians over the rounds.
 #
 # Needs root (nginx runs from a temp prefix on a high port; no system service is touched),
 # nginx-light, wrk, curl, openssl (tests/setup.sh installs them). Builds mco-companion --release.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-duration=${1:-10}
+duration=${1:-5}
 connections=${2:-16}
+rounds=${3:-3}
 threads=2
 accept='application/vnd.coreos.ignition+json;version=3.2.0, */*;q=0.1'
 
@@ -151,31 +155,44 @@ run_wrk() {
   echo "$rps|$tps|$p50|$p99|${errors:-none}"
 }
 
-echo "body: $body_bytes bytes; wrk -t$threads -c$connections -d${duration}s; $(nproc) cores; $(uname -r)"
-declare -A result
+echo "body: $body_bytes bytes; wrk -t$threads -c$connections -d${duration}s x $rounds rounds; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+to_ms() { awk '{ v = $1; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } print v }'; }
+declare -A rps p99 ratios errors_seen
 for mode in keepalive close; do
   extra=""
   [ "$mode" = close ] && extra="-H Connection:close"
-  # short warm-up, then the measured runs
   wrk -t1 -c2 -d1s -H "Accept: $accept" "https://127.0.0.1:$port_companion/config/worker" >/dev/null
   wrk -t1 -c2 -d1s "https://127.0.0.1:$port_nginx/config/worker" >/dev/null
-  result[companion-$mode]=$(run_wrk "companion-$mode" "https://127.0.0.1:$port_companion/config/worker" "$extra")
-  result[nginx-$mode]=$(run_wrk "nginx-$mode" "https://127.0.0.1:$port_nginx/config/worker" "$extra")
+  for round in $(seq 1 "$rounds"); do
+    order="companion nginx"
+    [ $((round % 2)) -eq 0 ] && order="nginx companion"
+    for server in $order; do
+      port=$port_companion
+      [ "$server" = nginx ] && port=$port_nginx
+      IFS='|' read -r r _ _ p e <<<"$(run_wrk "$server-$mode-$round" "https://127.0.0.1:$port/config/worker" "$extra")"
+      rps[$server-$mode]+="$r "
+      p99[$server-$mode]+="$(to_ms <<<"$p") "
+      [ "$e" != none ] && errors_seen[$server-$mode]+="$e "
+      [ "$server" = nginx ] && n_last=$r || c_last=$r
+    done
+    ratios[$mode]+="$(awk -v c="$c_last" -v n="$n_last" 'BEGIN { printf "%.3f", c / n }') "
+  done
 done
 
 rss_companion=$(peak_rss "$companion_pid")
 rss_nginx=$(peak_rss "$nginx_pid")
 
-printf '\n| connections | server | requests/s | transfer/s | p50 | p99 | errors |\n|---|---|---|---|---|---|---|\n'
+printf '\n| connections | server | requests/s (median) | p99 ms (median) | all rounds requests/s | errors |\n|---|---|---|---|---|---|\n'
 for mode in keepalive close; do
   for server in companion nginx; do
-    IFS='|' read -r rps tps p50 p99 errors <<<"${result[$server-$mode]}"
-    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$mode" "$server" "$rps" "$tps" "$p50" "$p99" "$errors"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$mode" "$server" \
+      "$(tr ' ' '\n' <<<"${rps[$server-$mode]}" | grep . | median)" \
+      "$(tr ' ' '\n' <<<"${p99[$server-$mode]}" | grep . | median)" \
+      "${rps[$server-$mode]% }" "${errors_seen[$server-$mode]:-none}"
   done
 done
 for mode in keepalive close; do
-  IFS='|' read -r c_rps _ <<<"${result[companion-$mode]}"
-  IFS='|' read -r n_rps _ <<<"${result[nginx-$mode]}"
-  awk -v c="$c_rps" -v n="$n_rps" -v m="$mode" 'BEGIN { printf "ratio companion/nginx (%s): %.2f\n", m, c / n }'
+  echo "ratio companion/nginx ($mode): median $(tr ' ' '\n' <<<"${ratios[$mode]}" | grep . | median) of rounds ${ratios[$mode]% }"
 done
 echo "peak RSS: companion $((rss_companion / 1024)) MiB, nginx (master + workers) $((rss_nginx / 1024)) MiB"
