@@ -150,10 +150,16 @@ impl MachineConfig {
 
     /// Parses a MachineConfig from a decoded JSON value.
     pub fn from_value(value: Value) -> Result<Self, ParseError> {
+        Self::from_value_parsed(value).map(|(mc, _)| mc)
+    }
+
+    /// [`Self::from_value`] that also returns the parsed Ignition config, so a caller that needs
+    /// both parses (and decodes the data URLs of) a large config once, not twice.
+    pub fn from_value_parsed(value: Value) -> Result<(Self, ParsedConfig), ParseError> {
         check_type_meta(&value, "MachineConfig")?;
         let mc: MachineConfig = typed(value)?;
-        mc.parsed_ignition()?;
-        Ok(mc)
+        let parsed = mc.parsed_ignition()?;
+        Ok((mc, parsed))
     }
 
     /// `metadata.name` (empty when unset).

@@ -346,3 +346,11 @@ fn empty_pool_selectors_select_nothing() {
         &labels(&[("a", "b")])
     ));
 }
+
+#[test]
+fn from_value_parsed_returns_the_same_config_as_ignition() {
+    let value = parse_value(SEED_YAML.as_bytes()).unwrap();
+    let (mc, parsed) = MachineConfig::from_value_parsed(value).unwrap();
+    assert_eq!(parsed.config, mc.ignition().unwrap());
+    assert_eq!(parsed.source_version, SpecVersion::V2_2);
+}
