@@ -31,11 +31,11 @@ impl LoadedConfig {
         let value = parse_value(bytes)?;
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
-            let mc = MachineConfig::from_value(value)?;
-            let ignition = mc.ignition()?;
+            let (mc, parsed) = MachineConfig::from_value_parsed(value)?;
+            warn_unused(&parsed);
             return Ok(LoadedConfig {
                 machine_config: mc,
-                ignition,
+                ignition: parsed.config,
                 field_prefix: "$.spec.config",
             });
         }
@@ -45,9 +45,7 @@ impl LoadedConfig {
             );
         }
         let parsed = ParsedConfig::from_value(value.clone())?;
-        for warning in &parsed.warnings {
-            tracing::warn!(%warning, "ignored in the config");
-        }
+        warn_unused(&parsed);
         let name = name_for(path);
         let mc = MachineConfig::new(
             name,
@@ -79,6 +77,13 @@ impl LoadedConfig {
     }
 }
 
+/// Logs what the parser ignored (unknown keys), as Ignition warns about them.
+fn warn_unused(parsed: &ParsedConfig) {
+    for warning in &parsed.warnings {
+        tracing::warn!(%warning, "ignored in the config");
+    }
+}
+
 /// Name of a MachineConfig wrapping a bare Ignition config: the file name without extension.
 fn name_for(path: &Path) -> String {
     path.file_stem()
@@ -95,9 +100,9 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     };
     let value: Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
-    let mc = MachineConfig::from_value(value)
+    let (mc, parsed) = MachineConfig::from_value_parsed(value)
         .with_context(|| root.host_path(path).display().to_string())?;
-    let ignition = mc.ignition()?;
+    let ignition = parsed.config;
     Ok(Some(LoadedConfig {
         machine_config: mc,
         ignition,
