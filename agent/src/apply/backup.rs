@@ -46,6 +46,7 @@ pub enum Recorded {
 
 /// Before a config first writes `path`: keep what is there, or stamp that nothing was. Does
 /// nothing when a backup or stamp already exists (the original is the first one seen).
+/// The stamp or copy is not fsync'ed: call [`Root::sync`] before replacing `path`.
 pub fn record_original(root: &Root, path: &Path) -> Result<Recorded, RootError> {
     let orig = orig_path(path);
     let noorig = noorig_path(path);
@@ -54,11 +55,11 @@ pub fn record_original(root: &Root, path: &Path) -> Result<Recorded, RootError> 
     }
     match root.lstat(path)? {
         None => {
-            root.write_atomic(&noorig, b"", DEFAULT_FILE_MODE, Owner::ROOT)?;
+            root.write_atomic_deferred(&noorig, b"", DEFAULT_FILE_MODE, Owner::ROOT)?;
             Ok(Recorded::NoOriginal)
         }
         Some(info) => {
-            copy_node(root, path, &orig, info.kind)?;
+            copy_node(root, path, &orig, info.kind, Durability::Deferred)?;
             tracing::info!(path = %path.display(), backup = %orig.display(), "kept the original file");
             Ok(Recorded::BackedUp)
         }
@@ -84,7 +85,7 @@ pub fn restore_or_remove(root: &Root, path: &Path) -> Result<Released, RootError
         return Ok(Released::Removed);
     }
     if let Some(info) = root.lstat(&orig)? {
-        copy_node(root, &orig, path, info.kind)?;
+        copy_node(root, &orig, path, info.kind, Durability::Now)?;
         root.remove_file(&orig)?;
         return Ok(Released::Restored);
     }
@@ -92,8 +93,21 @@ pub fn restore_or_remove(root: &Root, path: &Path) -> Result<Released, RootError
     Ok(Released::Removed)
 }
 
+/// Whether a copy is fsync'ed now or left to a later [`Root::sync`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Now,
+    Deferred,
+}
+
 /// Copies a regular file (contents, mode, owner) or a symlink (target, owner) atomically.
-fn copy_node(root: &Root, from: &Path, to: &Path, kind: FileKind) -> Result<(), RootError> {
+fn copy_node(
+    root: &Root,
+    from: &Path,
+    to: &Path,
+    kind: FileKind,
+    durability: Durability,
+) -> Result<(), RootError> {
     match kind {
         FileKind::Symlink => {
             let target = root
@@ -107,7 +121,12 @@ fn copy_node(root: &Root, from: &Path, to: &Path, kind: FileKind) -> Result<(), 
                 let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
                 std::io::Read::read_to_end(&mut f, &mut buf)
                     .map_err(|e| RootError::io("read", from, e))?;
-                root.write_atomic(to, &buf, info.permissions(), info.owner)
+                match durability {
+                    Durability::Now => root.write_atomic(to, &buf, info.permissions(), info.owner),
+                    Durability::Deferred => {
+                        root.write_atomic_deferred(to, &buf, info.permissions(), info.owner)
+                    }
+                }
             }
             Opened::NotRegular(_) => Err(RootError::io("copy", from, rustix::io::Errno::INVAL)),
         },

@@ -164,6 +164,7 @@ async fn write(
     systemd: &dyn UnitEnablement,
     out: &mut ApplyOutcome,
 ) -> anyhow::Result<()> {
+    record_originals(root, p)?;
     for dir in &p.dirs {
         files::create_dir(root, dir, out)?;
     }
@@ -188,6 +189,29 @@ async fn write(
     if let Some(passwd) = &p.passwd {
         passwd::write_passwd(root, passwd, out)?;
     }
+    Ok(())
+}
+
+/// Keeps the original of every path the apply will write (or stamps that there was none), then
+/// makes all of that durable with one `syncfs` instead of two fsyncs per path.
+fn record_originals(root: &Root, p: &prepare::Prepared<'_>) -> anyhow::Result<()> {
+    let mut paths: Vec<std::path::PathBuf> = p.files.iter().map(|f| f.path.clone()).collect();
+    for unit in &p.units {
+        for dropin in unit
+            .dropins
+            .iter()
+            .filter(|d| d.contents.as_deref().is_some_and(|c| !c.is_empty()))
+        {
+            paths.push(prepare::dropin_path(&unit.name, &dropin.name).into());
+        }
+        if unit.is_masked() || unit.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+            paths.push(prepare::unit_path(&unit.name).into());
+        }
+    }
+    for path in &paths {
+        backup::record_original(root, path)?;
+    }
+    root.sync()?;
     Ok(())
 }
 

@@ -301,6 +301,49 @@ impl Root {
         .map_err(|e| RootError::io("write", path, e))
     }
 
+    /// Like [`Self::write_atomic`] (temp file, rename) but without fsync: for bookkeeping files
+    /// written in bulk, made durable together by one [`Self::sync`] before anything depends on them.
+    pub fn write_atomic_deferred(
+        &self,
+        path: &Path,
+        contents: &[u8],
+        mode: u32,
+        owner: Owner,
+    ) -> Result<(), RootError> {
+        let (parent, name) = self.parent(path, true)?;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut file = None;
+        let tmp = create_with_temp_name(path, name, |tmp| {
+            file = Some(rustix::fs::openat(
+                &parent,
+                tmp,
+                flags,
+                Mode::from_raw_mode(0o600),
+            )?);
+            Ok(())
+        })?;
+        let result = (|| -> std::io::Result<()> {
+            let fd = file
+                .take()
+                .ok_or_else(|| std::io::Error::other("temp file not created"))?;
+            rustix::fs::fchown(&fd, Some(uid(owner.uid)), Some(gid(owner.gid)))?;
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
+            File::from(fd).write_all(contents)?;
+            rustix::fs::renameat(&parent, &tmp, &parent, name)?;
+            Ok(())
+        })();
+        result.map_err(|e| {
+            let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
+            RootError::io("write", path, e)
+        })
+    }
+
+    /// Flushes everything written to the root's file system (`syncfs`).
+    pub fn sync(&self) -> Result<(), RootError> {
+        rustix::fs::syncfs(&self.fd).map_err(|e| RootError::io("syncfs", &self.path, e))
+    }
+
     /// Creates the directory `path` (and missing parents, 0755) and sets its exact `mode` and
     /// `owner`. An existing directory gets `mode` and `owner` too; anything else there is an error.
     pub fn create_dir(&self, path: &Path, mode: u32, owner: Owner) -> Result<(), RootError> {
@@ -506,7 +549,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 fn create_with_temp_name(
     path: &Path,
     name: &OsStr,
-    create: impl Fn(&OsStr) -> Result<(), Errno>,
+    mut create: impl FnMut(&OsStr) -> Result<(), Errno>,
 ) -> Result<OsString, RootError> {
     for _ in 0..100 {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);

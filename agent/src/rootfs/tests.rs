@@ -292,3 +292,38 @@ fn set_mode_refuses_symlinks() {
         0o644
     );
 }
+
+#[test]
+fn deferred_write_is_atomic_without_fsync_and_sync_flushes() {
+    let f = Fixture::new();
+    symlink(f.outside.join("bait"), f.root_dir.join("etc/stamp")).unwrap();
+    let root = f.root();
+    let owner = Owner {
+        uid: 4321,
+        gid: 8765,
+    };
+    root.write_atomic_deferred(p("/etc/x/stamp"), b"", 0o644, owner)
+        .unwrap();
+    root.write_atomic_deferred(p("/etc/stamp"), b"copy", 0o600, Owner::ROOT)
+        .unwrap();
+    root.sync().unwrap();
+    let meta = fs::metadata(f.root_dir.join("etc/x/stamp")).unwrap();
+    assert_eq!(
+        (
+            meta.permissions().mode() & 0o7777,
+            meta.uid(),
+            meta.gid(),
+            meta.len()
+        ),
+        (0o644, 4321, 8765, 0)
+    );
+    // A final symlink is replaced, not followed.
+    assert!(
+        fs::symlink_metadata(f.root_dir.join("etc/stamp"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(fs::read(f.root_dir.join("etc/stamp")).unwrap(), b"copy");
+    f.assert_outside_untouched();
+    assert_eq!(fs::read_dir(f.root_dir.join("etc/x")).unwrap().count(), 1);
+}
