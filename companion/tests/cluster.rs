@@ -267,11 +267,35 @@ async fn rollout_pause_and_unreconcilable_config() {
     );
     assert_eq!(status["configuration"]["name"], first);
 
-    // a new worker config rolls out two nodes at a time, zone by zone, then by age
+    // a new worker config rolls out two nodes at a time, zone by zone, then by age, through API
+    // faults: failing node patches, a failing rendered-config create, dropped watches
+    c.api.faults().fail_next("PATCH", "/api/v1/nodes/*", 2, 500);
+    c.api.faults().fail_next(
+        "POST",
+        "/apis/machineconfiguration.openshift.io/v1/machineconfigs",
+        1,
+        503,
+    );
+    c.api.faults().drop_watches();
     c.create_mc(mc("10-worker-more", "worker", file("/etc/more", "more")));
     wait_for("a new worker render", || c.target("worker") != first).await;
     let second = c.target("worker");
     let (most, order) = c.roll_out("worker", &workers, 2).await;
+    let requests = c.api.requests();
+    let failed = |method: &str, path: &str, status: u16| {
+        requests
+            .iter()
+            .any(|r| r.method == method && r.path.starts_with(path) && r.status == status)
+    };
+    assert!(
+        failed("PATCH", "/api/v1/nodes/", 500),
+        "the node patch faults were hit"
+    );
+    assert!(failed(
+        "POST",
+        "/apis/machineconfiguration.openshift.io/v1/machineconfigs",
+        503
+    ));
     assert_eq!(most, 2, "two nodes at a time");
     assert_eq!(order, ["worker-1", "worker-2", "worker-0", "worker-3"]);
     // the infra pool (which also selects worker configs) rolls its one node, one at a time
