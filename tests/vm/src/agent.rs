@@ -10,6 +10,13 @@ use anyhow::{Context, Result, ensure};
 use crate::images;
 use crate::vm::{GUEST_SHARE, Vm};
 
+/// The ostree disk's OS commits `debian/mco/a` and `debian/mco/b` as container image references
+/// (an `osImageURL`): the rpm-ostree stand-in's image map resolves them to the local commits.
+pub const OS_IMAGE_A: &str =
+    "quay.io/mco-vmtest/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub const OS_IMAGE_B: &str =
+    "quay.io/mco-vmtest/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
 /// (binary, directory under /usr/local, unit whose ExecStart runs it)
 const BINARIES: [(&str, &str, &str); 2] = [
     ("mco-agent", "bin", "mco-agent.service"),
@@ -85,7 +92,7 @@ impl Vm {
 
     /// Installs and starts the rpm-ostree stand-in `mco-test-rpmostreed --sysroot /` as
     /// `rpm-ostreed.service` on the guest's system bus (ostree disk only: it serves the booted
-    /// sysroot), and waits until it answers.
+    /// sysroot), with [`OS_IMAGE_A`] and [`OS_IMAGE_B`] in its image map.
     pub fn install_rpmostree_standin(&mut self) -> Result<()> {
         let staging = self.share().join("standin");
         std::fs::create_dir_all(&staging)?;
@@ -96,6 +103,10 @@ impl Vm {
             binary.display()
         );
         std::fs::copy(&binary, staging.join("mco-test-rpmostreed"))?;
+        std::fs::write(
+            staging.join("image-map"),
+            format!("{OS_IMAGE_A} debian/mco/a\n{OS_IMAGE_B} debian/mco/b\n"),
+        )?;
         let files = images::harness_dir().join("standin");
         for name in ["rpm-ostreed.service", "org.projectatomic.rpmostree1.conf"] {
             std::fs::copy(files.join(name), staging.join(name))
@@ -106,6 +117,7 @@ impl Vm {
              install -D -m755 {GUEST_SHARE}/standin/mco-test-rpmostreed /usr/local/bin/mco-test-rpmostreed\n\
              install -m644 {GUEST_SHARE}/standin/org.projectatomic.rpmostree1.conf /etc/dbus-1/system.d/\n\
              install -m644 {GUEST_SHARE}/standin/rpm-ostreed.service /etc/systemd/system/\n\
+             install -D -m644 {GUEST_SHARE}/standin/image-map /etc/mco-vmtest/image-map\n\
              systemctl reload dbus\n\
              systemctl daemon-reload\n\
              systemctl enable --now rpm-ostreed.service\n"

@@ -2,6 +2,7 @@
 //! Run with `tests/vm/run.sh` (ignored by plain `cargo test`: each boots a VM).
 
 use anyhow::{Result, ensure};
+use mco_vm_tests::agent::OS_IMAGE_B;
 use mco_vm_tests::{Disk, Vm};
 
 /// A MachineConfig whose only change is the kubelet's pull secret: the MCD's disruption policy
@@ -169,4 +170,119 @@ fn the_sandbox_check_unit_keeps_the_hardening_and_drops_the_daemon_settings() {
          ProtectSystem=true\nPrivateTmp=true\nCapabilityBoundingSet=CAP_CHOWN\n"
     );
     assert_eq!(hardening, 3);
+}
+
+/// A kernel argument and a file: the plan stages the argument through rpm-ostree and reboots.
+const KARGS_MC: &str = r#"{
+  "apiVersion": "machineconfiguration.openshift.io/v1",
+  "kind": "MachineConfig",
+  "metadata": {"name": "99-vmtest-kargs", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+  "spec": {
+    "kernelArguments": ["mco.vmtest=1"],
+    "config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [
+      {"path": "/etc/mco-vmtest/kargs.conf", "mode": 420, "contents": {"source": "data:,kargs%0A"}}]}}}
+}"#;
+
+/// Runs `mco-agent once-from /mnt/host/FILE` as a transient unit (the reboot it asks logind for
+/// must not cut the guest agent's command short), follows the reboot, and returns what it
+/// printed before.
+fn once_from_through_a_reboot(vm: &mut Vm, file: &str) -> Result<String> {
+    vm.run(&format!(
+        "systemd-run --unit=mco-once-from --collect \
+         sh -c 'mco-agent once-from /mnt/host/{file} > /mnt/host/{file}.out 2>&1'"
+    ))?;
+    vm.wait_for_reboot(std::time::Duration::from_secs(180))?;
+    Ok(std::fs::read_to_string(
+        vm.share().join(format!("{file}.out")),
+    )?)
+}
+
+/// After the reboot: the update is recorded as in progress (currentconfig not yet `config`), and
+/// the next run finds it booted, commits currentconfig and clears the record, writing nothing.
+fn finish_update(vm: &mut Vm, file: &str, config: &str) -> Result<()> {
+    let record = "/etc/machine-config-daemon/mco-agent-update.json";
+    let current = "/etc/machine-config-daemon/currentconfig";
+    vm.run(&format!("test -s {record}"))?;
+    let quoted = format!("\"{config}\"");
+    ensure!(
+        !vm.run(&format!("cat {current} 2>/dev/null || true"))?
+            .contains(&quoted)
+    );
+    let finished = vm.run(&format!("mco-agent once-from /mnt/host/{file}"))?;
+    ensure!(
+        finished.contains("no reboot needed") && !finished.contains("files:"),
+        "once-from after the reboot (nothing left to write):\n{finished}"
+    );
+    ensure!(vm.run(&format!("cat {current}"))?.contains(&quoted));
+    vm.run(&format!("test ! -e {record}"))?;
+    Ok(())
+}
+
+#[test]
+#[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
+fn agent_once_from_kargs_reboots_into_the_new_arguments() -> Result<()> {
+    let mut vm = Vm::builder("agent-once-from-kargs", Disk::Ostree).boot()?;
+    vm.install_agent()?;
+    vm.install_rpmostree_standin()?;
+    std::fs::write(vm.share().join("kargs.json"), KARGS_MC)?;
+    ensure!(!vm.run("cat /proc/cmdline")?.contains("mco.vmtest=1"));
+
+    // the agent stages the argument through rpm-ostree (the stand-in, on the system bus) and
+    // reboots the node through logind
+    let before = once_from_through_a_reboot(&mut vm, "kargs.json")?;
+    ensure!(
+        before.contains("OS change staged: kernel arguments: --append=mco.vmtest=1")
+            && before.contains("reboot needed: rebooting into 99-vmtest-kargs"),
+        "once-from before the reboot:\n{before}"
+    );
+    let entry = vm.current_boot().entry.clone();
+    let cmdline = vm.run("cat /proc/cmdline")?;
+    ensure!(
+        cmdline.split_whitespace().any(|a| a == "mco.vmtest=1"),
+        "second boot's /proc/cmdline: {cmdline}"
+    );
+    ensure!(
+        entry.as_ref().is_some_and(|e| e.version == "2"),
+        "booted entry: {entry:?}"
+    );
+    ensure!(vm.run("cat /etc/mco-vmtest/kargs.conf")? == "kargs\n");
+    finish_update(&mut vm, "kargs.json", "99-vmtest-kargs")?;
+    ensure!(vm.boots().len() == 2);
+    vm.poweroff()
+}
+
+#[test]
+#[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
+fn agent_once_from_os_pivot_boots_the_new_commit() -> Result<()> {
+    let mut vm = Vm::builder("agent-once-from-pivot", Disk::Ostree).boot()?;
+    vm.install_agent()?;
+    vm.install_rpmostree_standin()?;
+    let config = format!(
+        r#"{{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+  "metadata": {{"name": "99-vmtest-os-b"}},
+  "spec": {{"osImageURL": "{OS_IMAGE_B}", "config": {{"ignition": {{"version": "3.2.0"}},
+    "storage": {{"files": [{{"path": "/etc/mco-vmtest/pivot.conf", "mode": 420,
+      "contents": {{"source": "data:,pivot%0A"}}}}]}}}}}}}}"#
+    );
+    std::fs::write(vm.share().join("os-b.json"), config)?;
+    ensure!(vm.run("cat /usr/share/mco-os-version")?.trim() == "a");
+    let commit_b = vm.run("ostree rev-parse debian/mco/b")?;
+
+    let before = once_from_through_a_reboot(&mut vm, "os-b.json")?;
+    ensure!(
+        before.contains("reboot needed: rebooting into 99-vmtest-os-b"),
+        "once-from before the reboot:\n{before}"
+    );
+    ensure!(
+        vm.run("cat /usr/share/mco-os-version")?.trim() == "b",
+        "not booted into commit b"
+    );
+    let status = vm.run("ostree admin status")?;
+    ensure!(
+        status.contains(&format!("* debian {}.", commit_b.trim())),
+        "ostree admin status:\n{status}"
+    );
+    ensure!(vm.run("cat /etc/mco-vmtest/pivot.conf")? == "pivot\n");
+    finish_update(&mut vm, "os-b.json", "99-vmtest-os-b")?;
+    vm.poweroff()
 }
