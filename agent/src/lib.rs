@@ -8,6 +8,7 @@
 //! - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links for a root.
 //! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
 //! - [`cli`]: the `mco-agent` subcommands.
+//! - [`daemon`]: `mco-agent start`: start-up checks, following the desired config, drift monitor.
 //! - [`engine`]: the update engine (state machine, persisted steps, rollback, verification).
 //! - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch), drains
 //!   through the Eviction API, rendered MachineConfigs from the API server.
@@ -20,6 +21,7 @@
 pub mod apply;
 pub mod cli;
 pub mod cluster;
+pub mod daemon;
 pub mod engine;
 pub mod host;
 pub mod input;

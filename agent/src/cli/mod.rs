@@ -5,6 +5,7 @@
 pub mod diff;
 pub mod drain;
 pub mod once_from;
+pub mod start;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: follow the desired config and keep the node in it.
+    Start(start::Args),
     /// Apply a MachineConfig (YAML or JSON) or an Ignition config (any spec) without a cluster.
     OnceFrom(once_from::Args),
     /// Check the on-disk state against a config: exit 0 when it matches, 1 with every mismatch.
@@ -46,6 +49,7 @@ pub enum Command {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Start(args) => start::run(&args),
         Command::OnceFrom(args) => once_from::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Diff(args) => diff::run(&args),
@@ -57,7 +61,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// The binary's entry point: parse, log to stderr, run, and print a failure as one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // The daemon logs its progress; interactive commands only what goes wrong.
+    init_logging(match cli.command {
+        Command::Start(_) => "info",
+        _ => "warn",
+    });
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -67,10 +77,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr (journald under systemd); level from `RUST_LOG`, `warn` by default for these
-/// interactive commands.
-fn init_logging() {
-    if let Err(e) = crate::logging::init("mco-agent", None, "warn") {
+/// Logs to stderr (journald under systemd); level from `RUST_LOG`, else `default_level`.
+fn init_logging(default_level: &str) {
+    if let Err(e) = crate::logging::init("mco-agent", None, default_level) {
         eprintln!("warning: logging not set up: {e}");
     }
 }

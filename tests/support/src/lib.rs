@@ -1,10 +1,11 @@
 //! Test support, never shipped: shared fixtures (a private system bus, an ostree sysroot, a
 //! booted systemd container), stand-ins for services these machines do not have (rpm-ostree,
-//! a Kubernetes API server) and TLS material for tests.
+//! a Kubernetes API server, logind) and TLS material for tests.
 
 pub mod apiserver;
 pub mod child;
 pub mod dbus;
+pub mod logind;
 pub mod nspawn;
 pub mod rpmostreed;
 pub mod sysroot;

@@ -1,0 +1,109 @@
+//! `mco-agent start`: the daemon (what `mco-agent.service` runs).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::daemon::config_server::ConfigServer;
+use crate::daemon::source::{ConfigSource, FileSource};
+use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
+use crate::engine::live::{self, SeamOptions};
+use crate::engine::{Engine, EngineOptions, NoCluster};
+use crate::rootfs::Root;
+
+/// Arguments of `start`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Root directory of the node.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// The node's name (default: the hostname); sent to the config server.
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The config server (`https://HOST:22623`) serving the node's pool.
+    #[arg(long, requires = "ca", conflicts_with = "config_file")]
+    pub config_server: Option<String>,
+    /// The CA bundle (PEM) that signs the config server's certificate.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// The node's pool on the config server.
+    #[arg(long, default_value = "worker")]
+    pub pool: String,
+    /// Take the desired config from this file (MachineConfig or Ignition) instead of a server.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// How often to ask for the desired config without a cluster (e.g. `30s`, `500ms`).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    pub poll_interval: Duration,
+    /// Do not reboot even if an update needs it (the update then waits for a reboot).
+    #[arg(long)]
+    pub skip_reboot: bool,
+    /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
+    #[arg(long, hide = true)]
+    pub boot_id_file: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGTERM.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_daemon(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_daemon(args: &Args) -> Result<()> {
+    let node = match &args.node_name {
+        Some(n) => n.clone(),
+        None => nix::unistd::gethostname()
+            .context("reading the hostname for the node name")?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file) {
+        (Some(url), _) => Arc::new(ConfigServer::new(
+            url,
+            args.ca.as_deref(),
+            &args.pool,
+            Some(&node),
+        )?),
+        (None, Some(path)) => Arc::new(FileSource { path: path.clone() }),
+        (None, None) => {
+            bail!("nothing to follow: give --config-server URL --ca FILE, or --config-file FILE")
+        }
+    };
+    let root = Root::open(&args.root)?;
+    let live = live::is_host_root(&args.root);
+    let seams = live::connect(
+        &args.root,
+        &SeamOptions {
+            live,
+            skip_os: false,
+            no_reboot: args.skip_reboot.then(|| "--skip-reboot".to_string()),
+        },
+    )
+    .await?;
+    if seams.os.is_none() {
+        tracing::warn!(why = %seams.os_unavailable, "OS changes cannot be made");
+    }
+    let mut opts = EngineOptions::default();
+    if let Some(f) = &args.boot_id_file {
+        opts.boot_id_file = f.clone();
+    }
+    let engine = Engine::new(root, seams, opts, Arc::new(NoCluster))?;
+    tracing::info!(node, source = source.describe(), root = %args.root.display(), "starting");
+    let mut daemon = Daemon::new(
+        engine,
+        source,
+        DesiredFeed::Poll(if args.poll_interval.is_zero() {
+            DEFAULT_POLL_INTERVAL
+        } else {
+            args.poll_interval
+        }),
+    );
+    daemon.start().await?;
+    daemon.run().await
+}

@@ -1,0 +1,134 @@
+//! The config server as a source of desired configs (host-first): `GET <url>/config/<pool>`
+//! with the Accept header of Ignition spec 3.5 and the node's name in `X-MCO-Node`, as the
+//! companion (or the MCS) serves it. The rendered MachineConfig is the served
+//! `/etc/mcs-machine-config-content.json` (the files the server appends for first boot are not
+//! part of it).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use async_trait::async_trait;
+use machine_config::{Config, MachineConfig};
+
+use super::source::ConfigSource;
+
+/// The Accept header: the newest spec the agent reads.
+pub const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
+/// The header carrying the node's name.
+pub const NODE_HEADER: &str = "X-MCO-Node";
+/// Where the server puts the MachineConfig it serves.
+pub const CONTENT_PATH: &str = "/etc/mcs-machine-config-content.json";
+/// A served config larger than this is refused.
+const MAX_BODY: usize = 64 << 20;
+
+/// A config server for one pool.
+pub struct ConfigServer {
+    client: reqwest::Client,
+    url: String,
+    node: Option<String>,
+}
+
+impl ConfigServer {
+    /// `base` is `https://host:port` (or `http://`); `ca` the PEM CA bundle that signs the
+    /// server's certificate (required for https: the agent trusts nothing else).
+    pub fn new(base: &str, ca: Option<&Path>, pool: &str, node: Option<&str>) -> Result<Self> {
+        let base = base.trim_end_matches('/');
+        let url = format!("{base}/config/{pool}");
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .user_agent(concat!("mco-agent/", env!("CARGO_PKG_VERSION")));
+        if base.starts_with("https://") {
+            let _already_installed = rustls::crypto::ring::default_provider().install_default();
+            let ca = ca
+                .context("an https config server needs --ca (the CA that signs its certificate)")?;
+            let pem =
+                std::fs::read(ca).with_context(|| format!("reading the CA {}", ca.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", ca.display()))?;
+            if certs.is_empty() {
+                bail!("{}: no certificate in the CA file", ca.display());
+            }
+            builder = builder.tls_certs_only(certs);
+        } else if !base.starts_with("http://") {
+            bail!("config server {base:?}: expected an https:// or http:// URL");
+        }
+        Ok(ConfigServer {
+            client: builder.build().context("building the HTTPS client")?,
+            url,
+            node: node.map(str::to_string),
+        })
+    }
+
+    /// Fetches and reads the served config once.
+    pub async fn fetch_once(&self) -> Result<MachineConfig> {
+        let mut request = self.client.get(&self.url).header("Accept", ACCEPT);
+        if let Some(node) = &self.node {
+            request = request.header(NODE_HEADER, node);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("fetching {}", self.url))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .with_context(|| format!("reading the answer of {}", self.url))?;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body[..body.len().min(500)])
+                .trim()
+                .to_string();
+            bail!("{} answered {status}: {text}", self.url);
+        }
+        if body.len() > MAX_BODY {
+            bail!(
+                "{}: the config is {} bytes, more than {MAX_BODY}",
+                self.url,
+                body.len()
+            );
+        }
+        served_machine_config(&body).with_context(|| format!("the config served by {}", self.url))
+    }
+}
+
+/// The MachineConfig inside a served Ignition config.
+pub fn served_machine_config(body: &[u8]) -> Result<MachineConfig> {
+    let config = Config::parse(body).context("not a valid Ignition config")?;
+    let file = config
+        .storage
+        .files
+        .iter()
+        .find(|f| f.path == CONTENT_PATH)
+        .with_context(|| format!("no {CONTENT_PATH} in it (not a machine-config server?)"))?;
+    let bytes = file
+        .decoded_contents()
+        .with_context(|| format!("decoding {CONTENT_PATH}"))?;
+    let mc = MachineConfig::from_slice(&bytes).with_context(|| CONTENT_PATH.to_string())?;
+    if mc.name().is_empty() {
+        bail!("{CONTENT_PATH}: the MachineConfig has no name");
+    }
+    Ok(mc)
+}
+
+#[async_trait]
+impl ConfigSource for ConfigServer {
+    async fn fetch(&self, name: Option<&str>) -> Result<MachineConfig> {
+        let mc = self.fetch_once().await?;
+        if let Some(name) = name
+            && mc.name() != name
+        {
+            bail!(
+                "{} serves {} but the node's desiredConfig is {name}",
+                self.url,
+                mc.name()
+            );
+        }
+        Ok(mc)
+    }
+
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+}

@@ -1,0 +1,180 @@
+//! The daemon (`mco-agent start`): start-up checks, then a loop that follows the desired
+//! config and keeps the node in it.
+//!
+//! - Start-up ([`startup`]): finish an update recorded before a restart or reboot (verify,
+//!   commit, uncordon, Done — or Degraded saying what did not take); seed the current config
+//!   from `node-annotations.json` when none is recorded; validate the disk against the current
+//!   config (Degraded with every mismatch) unless the force file is present. Then sd_notify
+//!   `READY=1`.
+//! - The desired config: with a cluster, the node's `desiredConfig` ([`DesiredFeed::Cluster`]),
+//!   fetched by name from the source (the API server, or host-first the config server, whose
+//!   served name must match); standalone, whatever the config server serves for the node's
+//!   pool, polled ([`DesiredFeed::Poll`]). A source that cannot be reached never strands the
+//!   node: the current config comes from disk, and fetching is retried with backoff.
+//! - Sync: when desired differs from current (or the force file is present) the engine updates
+//!   the node; a failure is retried with exponential backoff (1 s → 60 s, forever); an
+//!   unreconcilable config is not retried until the desired config changes. When desired is
+//!   current and the node is not Done (drift, a failed validation), it is validated again and
+//!   made Done once it matches.
+//! - The drift monitor ([`drift`]) runs against the current config between updates.
+//! - SIGTERM/SIGINT end the loop between steps; an update in progress is never interrupted by
+//!   them (systemd's stop timeout, then SIGKILL, is what the crash safety is for).
+
+pub mod backoff;
+pub mod config_server;
+pub mod drift;
+pub mod source;
+pub mod startup;
+mod sync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::engine::Engine;
+use backoff::Backoff;
+use source::ConfigSource;
+use startup::Started;
+
+/// Default interval between polls of the config server in standalone mode.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Where desired configs are announced.
+pub enum DesiredFeed {
+    /// Standalone: ask the source every interval.
+    Poll(Duration),
+    /// A cluster: the node's `desiredConfig`, now and on every change.
+    Cluster(BoxStream<'static, String>),
+}
+
+/// Why the loop is idle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Parked {
+    /// A reboot was requested; everything waits for it.
+    Rebooting,
+    /// An update to this config waits for a reboot nobody requests (`--skip-reboot`).
+    NeedsReboot(String),
+}
+
+/// The daemon.
+pub struct Daemon {
+    engine: Engine,
+    source: Arc<dyn ConfigSource>,
+    feed: DesiredFeed,
+    drift: Option<drift::DriftMonitor>,
+    drift_tx: mpsc::Sender<String>,
+    drift_rx: mpsc::Receiver<String>,
+    backoff: Backoff,
+    retry_at: Option<Instant>,
+    /// The last `desiredConfig` announced (cluster mode).
+    desired_name: Option<String>,
+    /// A desired config found unreconcilable: not retried until the desired config changes.
+    unreconcilable: Option<String>,
+    parked: Option<Parked>,
+}
+
+impl Daemon {
+    pub fn new(engine: Engine, source: Arc<dyn ConfigSource>, feed: DesiredFeed) -> Self {
+        let (drift_tx, drift_rx) = mpsc::channel(16);
+        Daemon {
+            engine,
+            source,
+            feed,
+            drift: None,
+            drift_tx,
+            drift_rx,
+            backoff: Backoff::new(),
+            retry_at: None,
+            desired_name: None,
+            unreconcilable: None,
+            parked: None,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Start-up checks; then sd_notify `READY=1`.
+    pub async fn start(&mut self) -> Result<()> {
+        match startup::resume(&self.engine).await {
+            Started::Ready => {}
+            Started::Rebooting => self.parked = Some(Parked::Rebooting),
+            Started::NeedsReboot => {
+                let to = self.engine.pending()?.map(|r| r.desired.name().to_string());
+                self.parked = Some(Parked::NeedsReboot(to.unwrap_or_default()));
+            }
+        }
+        if self.parked.is_none() && self.engine.pending()?.is_none() {
+            if let Err(e) = startup::seed_current(&self.engine, self.source.as_ref()).await {
+                tracing::warn!(error = %format!("{e:#}"), "could not seed the current config");
+            }
+            startup::validate_current(&self.engine).await?;
+            self.restart_drift_monitor().await;
+        }
+        crate::notify::ready();
+        Ok(())
+    }
+
+    /// Runs until SIGTERM or SIGINT (or the cluster's desired feed ends).
+    pub async fn run(&mut self) -> Result<()> {
+        let _watchdog = crate::notify::spawn_watchdog();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut poll = match &self.feed {
+            DesiredFeed::Poll(every) => Some(tokio::time::interval(*every)),
+            DesiredFeed::Cluster(_) => None,
+        };
+        loop {
+            let retry_at = self.retry_at;
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+                _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
+                    self.sync(false).await;
+                }
+                name = next_desired(&mut self.feed) => {
+                    let Some(name) = name else { break };
+                    if self.desired_name.as_deref() != Some(name.as_str()) {
+                        tracing::info!(desired = name, "desiredConfig changed");
+                        self.backoff.reset();
+                    }
+                    self.desired_name = Some(name);
+                    self.sync(false).await;
+                }
+                _ = sleep_until(retry_at), if retry_at.is_some() => {
+                    self.retry_at = None;
+                    self.sync(true).await;
+                }
+                Some(path) = self.drift_rx.recv() => self.on_drift(&path).await,
+            }
+        }
+        tracing::info!("stopping");
+        Ok(())
+    }
+
+    /// Schedules a retry after the next backoff delay.
+    fn retry_later(&mut self) {
+        let delay = self.backoff.next_delay();
+        tracing::info!(retry_in = ?delay, "will retry");
+        self.retry_at = Some(Instant::now() + delay);
+    }
+}
+
+async fn next_desired(feed: &mut DesiredFeed) -> Option<String> {
+    match feed {
+        DesiredFeed::Cluster(stream) => stream.next().await,
+        DesiredFeed::Poll(_) => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

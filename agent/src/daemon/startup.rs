@@ -1,0 +1,150 @@
+//! Start-up, before the daemon watches for desired configs (the MCD's `checkStateOnFirstRun`):
+//! finish an update recorded before the restart or reboot, seed the current config of a node
+//! that has none recorded, and validate the disk (and OS) against the current config.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use machine_config::MachineConfig;
+
+use super::source::ConfigSource;
+use crate::engine::{Engine, NodeState, Outcome};
+use crate::input;
+use crate::rootfs::{DEFAULT_FILE_MODE, Owner};
+
+/// Written by the config server at provisioning: the node's first annotations.
+pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
+/// Where the MCD moves it once consumed (note the singular "annotation").
+pub const NODE_ANNOTATIONS_BAK: &str = "/etc/machine-config-daemon/node-annotation.json.bak";
+/// The MachineConfig served at provisioning.
+pub const PROVISIONED_CONTENT: &str = "/etc/mcs-machine-config-content.json";
+
+const CURRENT_KEY: &str = "machineconfiguration.openshift.io/currentConfig";
+
+/// Where start-up left the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// No update in progress.
+    Ready,
+    /// A reboot was requested (again): nothing more to do until it happens.
+    Rebooting,
+    /// An update waits for a reboot nobody will request (`--skip-reboot`).
+    NeedsReboot,
+}
+
+/// Finishes a recorded update, if any.
+pub async fn resume(engine: &Engine) -> Started {
+    let Some(report) = engine.resume().await else {
+        return Started::Ready;
+    };
+    tracing::info!(from = report.from, to = report.to, outcome = ?report.outcome, "finished the recorded update");
+    match report.outcome {
+        Outcome::Rebooting => Started::Rebooting,
+        Outcome::NeedsReboot => Started::NeedsReboot,
+        _ => Started::Ready,
+    }
+}
+
+/// When no `currentconfig` is recorded: the current config from `node-annotations.json` (its
+/// `currentConfig`, found in the provisioned content or fetched by name), recorded and the
+/// annotations file moved aside as the MCD does; else the provisioned content itself. `None`
+/// when the node has no current config at all (its first update is a first application).
+pub async fn seed_current(engine: &Engine, source: &dyn ConfigSource) -> Result<Option<String>> {
+    let root = engine.root();
+    if let Some(c) = input::read_current(root)? {
+        return Ok(Some(c.machine_config.name().to_string()));
+    }
+    let provisioned = match root.read(Path::new(PROVISIONED_CONTENT))? {
+        Some(bytes) => Some(
+            MachineConfig::from_slice(&bytes).with_context(|| PROVISIONED_CONTENT.to_string())?,
+        ),
+        None => None,
+    };
+    let seed = match root.read(Path::new(NODE_ANNOTATIONS))? {
+        Some(bytes) => {
+            let map: BTreeMap<String, String> =
+                serde_json::from_slice(&bytes).with_context(|| {
+                    format!("{NODE_ANNOTATIONS}: expected a JSON object of strings")
+                })?;
+            let name = map
+                .get(CURRENT_KEY)
+                .filter(|n| !n.is_empty())
+                .with_context(|| format!("{NODE_ANNOTATIONS}: no {CURRENT_KEY}"))?
+                .clone();
+            let mc = match provisioned.filter(|p| p.name() == name) {
+                Some(p) => p,
+                None => source
+                    .fetch(Some(&name))
+                    .await
+                    .with_context(|| format!("getting the node's current config {name}"))?,
+            };
+            tracing::info!(
+                config = name,
+                "seeding the current config from {NODE_ANNOTATIONS}"
+            );
+            Some(mc)
+        }
+        None => provisioned.inspect(|p| {
+            tracing::info!(
+                config = p.name(),
+                "seeding the current config from {PROVISIONED_CONTENT}"
+            )
+        }),
+    };
+    let Some(mc) = seed else {
+        tracing::warn!(
+            "no current config recorded or provisioned: the first update is a first application"
+        );
+        return Ok(None);
+    };
+    input::write_current(root, &mc)?;
+    if let Some(bytes) = root.read(Path::new(NODE_ANNOTATIONS))? {
+        root.write_atomic(
+            Path::new(NODE_ANNOTATIONS_BAK),
+            &bytes,
+            DEFAULT_FILE_MODE,
+            Owner::ROOT,
+        )?;
+        root.remove_file(Path::new(NODE_ANNOTATIONS))?;
+        tracing::info!("No bootstrap pivot required; unlinking bootstrap node annotations");
+    }
+    Ok(Some(mc.name().to_string()))
+}
+
+/// Validates the node against its current config (skipped with the force file): Done, or
+/// Degraded with every mismatch. Returns whether it matched.
+pub async fn validate_current(engine: &Engine) -> Result<bool> {
+    let Some(current) = input::read_current(engine.root())? else {
+        return Ok(true);
+    };
+    let name = current.machine_config.name().to_string();
+    engine
+        .reporter()
+        .update_status(engine.root(), |s| s.current = Some(name.clone()));
+    if engine.force_file_present()? {
+        tracing::info!(
+            "Skipping on-disk validation; {} present",
+            crate::engine::FORCE_FILE
+        );
+        return Ok(true);
+    }
+    let v = engine
+        .validate_node(&current.machine_config, &current.ignition)
+        .await;
+    if v.is_ok() {
+        tracing::info!(config = name, "Validated on-disk state");
+        engine.reporter().done(engine.root(), &name).await;
+        return Ok(true);
+    }
+    let reason = v.reason();
+    engine
+        .reporter()
+        .event("OnDiskStateValidationFailed", &reason)
+        .await;
+    engine
+        .reporter()
+        .state(engine.root(), NodeState::Degraded, &reason)
+        .await;
+    Ok(false)
+}

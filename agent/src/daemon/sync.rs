@@ -1,0 +1,224 @@
+//! One sync of the daemon: bring the node to the desired config, or, when it is there, make
+//! sure it is Done; and the drift monitor's wake-ups.
+
+use machine_config::MachineConfig;
+
+use super::{Daemon, Parked, drift};
+use crate::engine::backups::managed_paths;
+use crate::engine::{NodeState, Outcome};
+use crate::input::{self, LoadedConfig};
+use crate::validate::SKIPPED_FILES;
+
+impl Daemon {
+    /// Fetches the desired config and acts on it. `retry`: a scheduled retry after a failure.
+    pub(super) async fn sync(&mut self, retry: bool) {
+        if self.parked == Some(Parked::Rebooting) {
+            return;
+        }
+        let name = self.desired_name.clone();
+        let desired = match self.source.fetch(name.as_deref()).await {
+            Ok(mc) => mc,
+            Err(e) => return self.fetch_failed(name.as_deref(), e).await,
+        };
+        let current = match input::read_current(self.engine.root()) {
+            Ok(c) => c,
+            Err(e) => return self.failed(format!("{e:#}")).await,
+        };
+        let force = self.engine.force_file_present().unwrap_or(false);
+        let pending = self.engine.pending().ok().flatten();
+        if !force && !retry && self.unreconcilable.as_deref() == Some(desired.name()) {
+            return;
+        }
+        if let Some(Parked::NeedsReboot(to)) = &self.parked {
+            if to == desired.name() && !force {
+                return;
+            }
+            self.parked = None;
+        }
+        let in_sync = !force
+            && pending.is_none()
+            && current
+                .as_ref()
+                .is_some_and(|c| same_config(&c.machine_config, &desired));
+        if in_sync {
+            if let Some(current) = current
+                && self.engine.reporter().status().state != NodeState::Done
+            {
+                self.revalidate(&current).await;
+            }
+            return;
+        }
+        if let Some(c) = &current
+            && self.drift.is_some()
+        {
+            self.drift = None;
+            self.engine
+                .reporter()
+                .event("ConfigDriftMonitorStopped", "Config Drift Monitor stopped")
+                .await;
+            tracing::info!(
+                current = c.machine_config.name(),
+                desired = desired.name(),
+                "update needed"
+            );
+        }
+        let report = self.engine.update(&desired, force).await;
+        match report.outcome {
+            Outcome::Done => {
+                self.backoff.reset();
+                self.unreconcilable = None;
+                self.restart_drift_monitor().await;
+            }
+            Outcome::Rebooting => self.parked = Some(Parked::Rebooting),
+            Outcome::NeedsReboot => {
+                self.parked = Some(Parked::NeedsReboot(desired.name().to_string()))
+            }
+            Outcome::Unreconcilable(_) => {
+                self.unreconcilable = Some(desired.name().to_string());
+                self.restart_drift_monitor().await;
+            }
+            Outcome::Degraded(_) => {
+                self.retry_later();
+                self.restart_drift_monitor().await;
+            }
+        }
+    }
+
+    /// The desired config could not be fetched: the node stays in its current config; with a
+    /// known `desiredConfig` that differs from it, the node is Degraded saying why.
+    async fn fetch_failed(&mut self, name: Option<&str>, e: anyhow::Error) {
+        let reason = match name {
+            Some(n) => format!(
+                "cannot get the desired config {n} from {}: {e:#}",
+                self.source.describe()
+            ),
+            None => format!(
+                "cannot get the desired config from {}: {e:#}",
+                self.source.describe()
+            ),
+        };
+        tracing::warn!(reason, "fetching the desired config failed");
+        let current = input::read_current(self.engine.root())
+            .ok()
+            .flatten()
+            .map(|c| c.machine_config.name().to_string());
+        if name.is_some() && name != current.as_deref() {
+            self.engine
+                .reporter()
+                .state(self.engine.root(), NodeState::Degraded, &reason)
+                .await;
+        }
+        self.retry_later();
+    }
+
+    async fn failed(&mut self, reason: String) {
+        self.engine
+            .reporter()
+            .state(self.engine.root(), NodeState::Degraded, &reason)
+            .await;
+        self.retry_later();
+    }
+
+    /// The node is in its desired config but not Done: validate; Done (and uncordoned) once
+    /// it matches, else Degraded with every mismatch and a retry.
+    async fn revalidate(&mut self, current: &LoadedConfig) {
+        let name = current.machine_config.name();
+        let v = self
+            .engine
+            .validate_node(&current.machine_config, &current.ignition)
+            .await;
+        if !v.is_ok() {
+            return self.failed(v.reason()).await;
+        }
+        if let Err(e) = self.engine.reporter().cluster().uncordon(name).await {
+            return self.failed(format!("failed to uncordon node: {e:#}")).await;
+        }
+        self.engine.reporter().done(self.engine.root(), name).await;
+        self.backoff.reset();
+        if self.drift.is_none() {
+            self.restart_drift_monitor().await;
+        }
+    }
+
+    /// A managed file changed: validate files and units against the current config.
+    pub(super) async fn on_drift(&mut self, path: &str) {
+        let Ok(Some(current)) = input::read_current(self.engine.root()) else {
+            return;
+        };
+        if self.check_drift(&current).await {
+            tracing::info!(path, "managed file changed but matches the current config");
+            if self.engine.reporter().status().state == NodeState::Degraded {
+                self.sync(true).await;
+            }
+        }
+    }
+
+    /// Validates files and units against `current`; on drift the node is Degraded with the
+    /// MCD's messages (event `ConfigDriftDetected`). Returns whether they matched.
+    async fn check_drift(&mut self, current: &LoadedConfig) -> bool {
+        let report = self
+            .engine
+            .validate_files(&current.machine_config, &current.ignition);
+        if report.is_ok() {
+            return true;
+        }
+        let status = self.engine.reporter().status();
+        let reason = report
+            .mismatches
+            .iter()
+            .map(|m| m.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if status.state != NodeState::Degraded || status.reason != reason {
+            self.engine
+                .reporter()
+                .event("ConfigDriftDetected", &reason)
+                .await;
+            self.engine
+                .reporter()
+                .state(self.engine.root(), NodeState::Degraded, &reason)
+                .await;
+        }
+        false
+    }
+
+    /// (Re)starts the drift monitor against the current config.
+    pub(super) async fn restart_drift_monitor(&mut self) {
+        self.drift = None;
+        let Ok(Some(current)) = input::read_current(self.engine.root()) else {
+            return;
+        };
+        let paths = managed_paths(&current.ignition)
+            .into_iter()
+            .filter(|p| !SKIPPED_FILES.contains(&p.as_str()))
+            .collect();
+        let name = current.machine_config.name();
+        match drift::start(
+            self.engine.root().path(),
+            name,
+            &paths,
+            self.drift_tx.clone(),
+        ) {
+            Ok(m) => {
+                self.drift = Some(m);
+                // A change made before the watches were in place is caught here.
+                self.check_drift(&current).await;
+                self.engine
+                    .reporter()
+                    .event(
+                        "ConfigDriftMonitorStarted",
+                        &format!("Config Drift Monitor started, watching against {name}"),
+                    )
+                    .await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "could not start the drift monitor")
+            }
+        }
+    }
+}
+
+/// Whether two configs are the same rendered config.
+fn same_config(a: &MachineConfig, b: &MachineConfig) -> bool {
+    a.name() == b.name() && a.spec == b.spec
+}

@@ -1,0 +1,185 @@
+//! `mco-agent start` end to end without a VM (see `daemon_env`): the companion serves a pool
+//! over TLS, rpm-ostree is the stand-in over a real ostree sysroot on a private bus, logind a
+//! fake that records reboots; the agent runs as a process against a temp root.
+
+mod common;
+mod daemon_env;
+mod os_env;
+
+use std::time::Duration;
+
+use daemon_env::{Node, done_in, machine_config, secs};
+use mco_agent::engine::NodeState;
+
+const BASE_FILE: &str = "/etc/nmstate/openshift/base.yaml";
+const POLICY: &str = "/etc/containers/policy.json";
+
+fn base() -> String {
+    machine_config(
+        "00-base",
+        &[(BASE_FILE, "base: 1\n"), (POLICY, "{}\n")],
+        &[],
+    )
+}
+
+/// A node that ran its first application of the base config.
+async fn provisioned() -> (Node, String) {
+    let mut node = Node::new(&[("00-base.yaml", &base())]).await;
+    let base_name = node.rendered_name();
+    node.start_agent(&[]);
+    node.wait_status("the first application", secs(30), done_in(&base_name))
+        .await;
+    (node, base_name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_files_only_change_completes_without_a_reboot() {
+    let (node, base_name) = provisioned().await;
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+
+    node.write_manifest(
+        "00-base.yaml",
+        &machine_config(
+            "00-base",
+            &[(BASE_FILE, "base: 2\n"), (POLICY, "{}\n")],
+            &[],
+        ),
+    );
+    let new_name = node.rendered_name();
+    assert_ne!(new_name, base_name);
+    let (status, took) = node
+        .wait_status("the files-only update", secs(30), done_in(&new_name))
+        .await;
+    eprintln!("files-only update: manifest written -> Done in {took:?}");
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 2\n"));
+    let last = status.last_update.unwrap();
+    assert_eq!(
+        (last.from.as_str(), last.result.as_str(), last.reboot),
+        (base_name.as_str(), "Done", false)
+    );
+    assert_eq!(node.logind.reboots(), 0);
+    // Served, fetched, applied: well within the poll interval plus the companion's reload.
+    assert!(took < secs(10), "took {took:?}");
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kargs_change_reboots_and_is_done_after_the_reboot() {
+    let (mut node, base_name) = provisioned().await;
+    node.write_manifest(
+        "00-base.yaml",
+        &machine_config(
+            "00-base",
+            &[(BASE_FILE, "base: 1\n"), (POLICY, "{}\n")],
+            &["mco.e2e=1"],
+        ),
+    );
+    let new_name = node.rendered_name();
+    node.wait_status("the reboot request", secs(30), |s| {
+        s.pending_step.as_deref() == Some("RebootRequested")
+    })
+    .await;
+    let deadline = std::time::Instant::now() + secs(10);
+    while node.logind.reboots() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reboot requested\n{}",
+            node.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        node.os.deployments()[0].options.contains("mco.e2e=1"),
+        "{:?}",
+        node.os.deployments()
+    );
+    // Not in the new config until the reboot is verified.
+    let status = node.status().unwrap();
+    assert_eq!(status.current.as_deref(), Some(base_name.as_str()));
+    assert!(
+        node.read("/etc/machine-config-daemon/currentconfig")
+            .unwrap()
+            .contains(&base_name)
+    );
+
+    node.kill_agent().await;
+    node.reboot();
+    node.start_agent(&[]);
+    node.wait_status("Done after the reboot", secs(30), done_in(&new_name))
+        .await;
+    assert!(
+        node.read("/etc/machine-config-daemon/currentconfig")
+            .unwrap()
+            .contains(&new_name)
+    );
+    assert_eq!(node.logind.reboots(), 1);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreconcilable_config_is_reported_and_changes_nothing() {
+    let (node, _) = provisioned().await;
+    node.write_manifest(
+        "10-groups.yaml",
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-groups\n  labels: {machineconfiguration.openshift.io/role: worker}\nspec:\n  config:\n    ignition: {version: 3.2.0}\n    passwd: {groups: [{name: admins}]}\n",
+    );
+    let (status, _) = node
+        .wait_status("Unreconcilable", secs(30), |s| {
+            s.state == NodeState::Unreconcilable
+        })
+        .await;
+    assert!(
+        status
+            .reason
+            .ends_with("ignition Passwd Groups section contains changes"),
+        "{}",
+        status.reason
+    );
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_degrades_with_the_exact_reason_and_fixing_it_makes_the_node_done() {
+    let (node, base_name) = provisioned().await;
+    std::fs::write(node.path(BASE_FILE), "edited by hand\n").unwrap();
+    let (status, took) = node
+        .wait_status("drift detected", secs(5), |s| {
+            s.state == NodeState::Degraded
+        })
+        .await;
+    eprintln!("drift: file written -> Degraded in {took:?}");
+    assert_eq!(
+        status.reason,
+        format!("content mismatch for file \"{BASE_FILE}\"")
+    );
+    std::fs::write(node.path(BASE_FILE), "base: 1\n").unwrap();
+    node.wait_status("Done after the fix", secs(5), done_in(&base_name))
+        .await;
+    assert_eq!(node.logind.reboots(), 0);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_force_file_reapplies_without_a_reboot() {
+    let (node, base_name) = provisioned().await;
+    std::fs::write(node.path(BASE_FILE), "edited by hand\n").unwrap();
+    node.wait_status("drift detected", secs(5), |s| {
+        s.state == NodeState::Degraded
+    })
+    .await;
+    std::fs::write(node.path("/run/machine-config-daemon-force"), "").unwrap();
+    node.wait_status(
+        "Done after the forced re-apply",
+        secs(30),
+        done_in(&base_name),
+    )
+    .await;
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+    assert!(
+        !node.path("/run/machine-config-daemon-force").exists(),
+        "the force file was not consumed"
+    );
+    assert_eq!(node.logind.reboots(), 0);
+    node.stop().await;
+}

@@ -1,0 +1,291 @@
+//! A node for end-to-end tests of `mco-agent start`, without a VM: a temp root, a private
+//! system bus with the rpm-ostree stand-in over a real ostree sysroot and a fake logind, the
+//! companion serving a manifests directory over TLS (in this process), and the agent itself as a
+//! process (killed and restarted at will; a "reboot" is a new boot id file).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mco_agent::engine::Status;
+use mco_companion::server::{self, ConfigSource, Limits};
+use mco_companion::standalone::Standalone;
+use mco_test_support::logind::FakeLogind;
+use mco_test_support::tls::TestCa;
+use tokio::sync::watch;
+
+use crate::os_env::{Env, EnvOptions};
+
+/// The pool every test config belongs to.
+pub const POOL: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata: {name: worker}
+spec:
+  machineConfigSelector:
+    matchLabels: {machineconfiguration.openshift.io/role: worker}
+"#;
+
+/// A MachineConfig of the worker pool with these files (`data:,` URL-encoded contents) and
+/// kernel arguments.
+pub fn machine_config(name: &str, files: &[(&str, &str)], kargs: &[&str]) -> String {
+    let files: Vec<String> = files
+        .iter()
+        .map(|(path, contents)| {
+            format!(
+                "      - {{path: {path}, mode: 0644, overwrite: true, contents: {{source: \"data:,{}\"}}}}\n",
+                percent_encoding::utf8_percent_encode(contents, percent_encoding::NON_ALPHANUMERIC)
+            )
+        })
+        .collect();
+    let kargs: Vec<String> = kargs.iter().map(|k| format!("\"{k}\"")).collect();
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels: {{machineconfiguration.openshift.io/role: worker}}\nspec:\n  kernelArguments: [{}]\n  config:\n    ignition: {{version: 3.2.0}}\n    storage:\n      files:\n{}",
+        kargs.join(", "),
+        files.concat()
+    )
+}
+
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub manifests: PathBuf,
+    pub boot_file: PathBuf,
+    pub os: Env,
+    pub logind: FakeLogind,
+    pub url: String,
+    pub ca_file: PathBuf,
+    stop_companion: watch::Sender<bool>,
+    agent: Option<tokio::process::Child>,
+    boots: u32,
+    starts: u32,
+}
+
+impl Node {
+    /// Everything up, the manifests directory holding `manifests` (file name, YAML); the agent
+    /// not started yet.
+    pub async fn new(manifests: &[(&str, &str)]) -> Node {
+        let os = Env::start(EnvOptions::default()).await;
+        let logind = FakeLogind::start(os.bus.connect().await.unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        crate::common::seed_root(&root);
+        let manifest_dir = dir.path().join("manifests");
+        std::fs::create_dir(&manifest_dir).unwrap();
+        std::fs::write(manifest_dir.join("pool.yaml"), POOL).unwrap();
+        for (name, yaml) in manifests {
+            std::fs::write(manifest_dir.join(name), yaml).unwrap();
+        }
+        let boot_file = dir.path().join("boot_id");
+        std::fs::write(&boot_file, "boot-1\n").unwrap();
+
+        mco_test_support::tls::install_ring_provider();
+        let ca = TestCa::new("mco-e2e-ca").unwrap();
+        let ca_file = dir.path().join("ca.crt");
+        std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+        let tls = ca
+            .issue_server_cert(&["127.0.0.1".to_string()])
+            .unwrap()
+            .server_config(&[b"http/1.1"])
+            .unwrap();
+        let standalone = Arc::new(Standalone::open(&manifest_dir, Default::default()).unwrap());
+        let (stop_companion, stopped) = watch::channel(false);
+        tokio::spawn(
+            standalone
+                .clone()
+                .watch(Duration::from_millis(100), stopped.clone()),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let source: Arc<dyn ConfigSource> = standalone;
+        tokio::spawn(server::serve(
+            listener,
+            Some(tls),
+            source,
+            Limits::default(),
+            stopped,
+        ));
+        Node {
+            dir,
+            root,
+            manifests: manifest_dir,
+            boot_file,
+            os,
+            logind,
+            url,
+            ca_file,
+            stop_companion,
+            agent: None,
+            boots: 1,
+            starts: 0,
+        }
+    }
+
+    /// Starts `mco-agent start` with `extra` arguments; its log goes to `agent-<n>.log`.
+    pub fn start_agent(&mut self, env: &[(&str, &str)]) {
+        assert!(self.agent.is_none(), "the agent is already running");
+        self.starts += 1;
+        let log = std::fs::File::create(self.log_path(self.starts)).unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mco-agent"));
+        cmd.args([
+            "start",
+            "--pool",
+            "worker",
+            "--node-name",
+            "node-0",
+            "--poll-interval",
+            "100ms",
+        ])
+        .arg("--root")
+        .arg(&self.root)
+        .arg("--config-server")
+        .arg(&self.url)
+        .arg("--ca")
+        .arg(&self.ca_file)
+        .arg("--boot-id-file")
+        .arg(&self.boot_file)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", self.os.bus.address())
+        .env("RUST_LOG", "info")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("INVOCATION_ID")
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.agent = Some(cmd.spawn().unwrap());
+    }
+
+    fn log_path(&self, n: u32) -> PathBuf {
+        self.dir.path().join(format!("agent-{n}.log"))
+    }
+
+    /// Every agent log so far.
+    pub fn logs(&self) -> String {
+        (1..=self.starts)
+            .map(|n| {
+                format!(
+                    "--- agent run {n} ---\n{}",
+                    std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// SIGKILLs the agent (as a power cut would stop it) and waits for it.
+    pub async fn kill_agent(&mut self) {
+        if let Some(mut child) = self.agent.take() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    /// Waits for the agent to exit by itself (e.g. at a failpoint); its exit status.
+    pub async fn wait_agent_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let child = self.agent.as_mut().expect("no agent running");
+        let status = tokio::time::timeout(timeout, child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the agent did not exit within {timeout:?}\n{}", self.logs())
+            })
+            .unwrap();
+        self.agent = None;
+        status
+    }
+
+    /// A reboot: the boot id changes (the stand-in's sysroot is not booted; what would boot
+    /// next is its default deployment).
+    pub fn reboot(&mut self) {
+        self.boots += 1;
+        std::fs::write(&self.boot_file, format!("boot-{}\n", self.boots)).unwrap();
+    }
+
+    pub fn write_manifest(&self, name: &str, yaml: &str) {
+        let tmp = self.manifests.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, yaml).unwrap();
+        std::fs::rename(&tmp, self.manifests.join(name)).unwrap();
+    }
+
+    pub fn remove_manifest(&self, name: &str) {
+        std::fs::remove_file(self.manifests.join(name)).unwrap();
+    }
+
+    pub fn path(&self, node_path: &str) -> PathBuf {
+        self.root.join(node_path.trim_start_matches('/'))
+    }
+
+    pub fn read(&self, node_path: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(node_path)).ok()
+    }
+
+    pub fn status(&self) -> Option<Status> {
+        let bytes = std::fs::read(self.path("/run/mco-agent/status.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Waits until the status satisfies `pred`; returns it and how long it took.
+    pub async fn wait_status(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Status) -> bool,
+    ) -> (Status, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.status()
+                && pred(&s)
+            {
+                return (s, start.elapsed());
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; status: {:?}\n{}",
+                    self.status(),
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The rendered config name the companion serves for the pool now.
+    pub fn rendered_name(&self) -> String {
+        let dir = &self.manifests;
+        let manifests = mco_companion::manifests::load(dir).unwrap();
+        let snapshot = mco_companion::standalone::Snapshot::render(&manifests, &Default::default());
+        snapshot.pools["worker"]
+            .rendered
+            .as_ref()
+            .unwrap()
+            .name()
+            .to_string()
+    }
+
+    pub async fn stop(mut self) {
+        self.kill_agent().await;
+        let _ = self.stop_companion.send(true);
+        let Node { os, .. } = self;
+        os.stop().await;
+    }
+}
+
+/// Whether the status says the node is Done in `config`.
+pub fn done_in(config: &str) -> impl Fn(&Status) -> bool + '_ {
+    move |s: &Status| {
+        s.state == mco_agent::engine::NodeState::Done
+            && s.current.as_deref() == Some(config)
+            && s.pending_step.is_none()
+    }
+}
+
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
