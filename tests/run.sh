@@ -12,6 +12,9 @@ tests/vm/build-image.sh rootfs
 cargo nextest run --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 
+# Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step.
+cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
+
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
 # policy, RPM build and install, Containerfile inputs.
 tests/packaging.sh

@@ -27,6 +27,9 @@ pub mod source;
 pub mod startup;
 mod sync;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -169,7 +169,8 @@ impl Daemon {
             .map(|m| m.message.clone())
             .collect::<Vec<_>>()
             .join("; ");
-        if status.state != NodeState::Degraded || status.reason != reason {
+        // Already reported (also in the wrapped form of a failed validation)?
+        if status.state != NodeState::Degraded || !status.reason.ends_with(&reason) {
             self.engine
                 .reporter()
                 .event("ConfigDriftDetected", &reason)

@@ -55,7 +55,7 @@ mod steps;
 mod verify;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

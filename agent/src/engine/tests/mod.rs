@@ -22,10 +22,10 @@ use crate::host::systemd::{ActiveState, FakeSystemd};
 use crate::os::FakeOsUpdater;
 use crate::rootfs::Root;
 
-pub(super) const IMAGE: &str = "quay.io/example/os@sha256:1111";
+pub(crate) const IMAGE: &str = "quay.io/example/os@sha256:1111";
 
 /// A node: a temp root, a boot id, and fakes for every seam.
-pub(super) struct Node {
+pub(crate) struct Node {
     pub dir: tempfile::TempDir,
     pub boot_file: PathBuf,
     pub cluster: Arc<FakeCluster>,
@@ -149,10 +149,10 @@ impl Node {
 }
 
 /// A file of a config: path and contents.
-pub(super) type F<'a> = (&'a str, &'a str);
+pub(crate) type F<'a> = (&'a str, &'a str);
 
 /// A MachineConfig with these files (mode 0644), kernel arguments and OS image.
-pub(super) fn mc(name: &str, files: &[F<'_>], kargs: &[&str], image: &str) -> MachineConfig {
+pub(crate) fn mc(name: &str, files: &[F<'_>], kargs: &[&str], image: &str) -> MachineConfig {
     let files: Vec<_> = files
         .iter()
         .map(|(path, contents)| {
@@ -178,6 +178,6 @@ pub(super) fn mc(name: &str, files: &[F<'_>], kargs: &[&str], image: &str) -> Ma
 }
 
 /// A file whose change only reloads crio under the default policy.
-pub(super) const CRIO_POLICY: &str = "/etc/containers/policy.json";
+pub(crate) const CRIO_POLICY: &str = "/etc/containers/policy.json";
 /// A file whose change reboots under the default policy.
-pub(super) const REBOOT_FILE: &str = "/etc/mco/reboot.conf";
+pub(crate) const REBOOT_FILE: &str = "/etc/mco/reboot.conf";

@@ -1,0 +1,256 @@
+//! The daemon's sync with fakes for every seam: a config source, the cluster, systemd,
+//! rpm-ostree and the reboot.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Result, anyhow};
+use async_trait::async_trait;
+use machine_config::MachineConfig;
+
+use super::source::ConfigSource;
+use super::{Daemon, DesiredFeed, Parked};
+use crate::engine::NodeState;
+use crate::engine::fake::ClusterCall;
+use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, mc};
+
+/// Serves configs by name (or `serving` when asked for whatever it serves); can be down.
+#[derive(Default)]
+struct FakeSource {
+    configs: Mutex<BTreeMap<String, MachineConfig>>,
+    serving: Mutex<Option<String>>,
+    down: Mutex<Option<String>>,
+}
+
+impl FakeSource {
+    fn add(&self, mc: &MachineConfig) {
+        self.configs
+            .lock()
+            .unwrap()
+            .insert(mc.name().to_string(), mc.clone());
+    }
+    fn serve(&self, name: &str) {
+        *self.serving.lock().unwrap() = Some(name.to_string());
+    }
+    fn down(&self, why: Option<&str>) {
+        *self.down.lock().unwrap() = why.map(str::to_string);
+    }
+}
+
+#[async_trait]
+impl ConfigSource for FakeSource {
+    async fn fetch(&self, name: Option<&str>) -> Result<MachineConfig> {
+        if let Some(why) = self.down.lock().unwrap().clone() {
+            return Err(anyhow!(why));
+        }
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => self
+                .serving
+                .lock()
+                .unwrap()
+                .clone()
+                .expect("nothing served"),
+        };
+        self.configs
+            .lock()
+            .unwrap()
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| anyhow!("machineconfig {name:?} not found"))
+    }
+    fn describe(&self) -> String {
+        "the fake source".into()
+    }
+}
+
+fn a() -> MachineConfig {
+    mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE)
+}
+fn b() -> MachineConfig {
+    mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE)
+}
+
+async fn daemon(node: &Node, source: Arc<FakeSource>) -> Daemon {
+    let (_tx, rx) = futures::channel::mpsc::unbounded::<String>();
+    let mut d = Daemon::new(node.engine(), source, DesiredFeed::Cluster(Box::pin(rx)));
+    d.start().await.unwrap();
+    d
+}
+
+#[tokio::test]
+async fn a_new_desired_config_is_fetched_by_name_and_applied() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    source.add(&b());
+    let mut d = daemon(&node, source).await;
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
+    );
+    d.desired_name = Some("rendered-b".into());
+    d.sync(false).await;
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+    assert!(
+        node.cluster
+            .calls()
+            .contains(&ClusterCall::SetDone("rendered-b".into()))
+    );
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
+    );
+    assert!(d.drift.is_some());
+}
+
+#[tokio::test]
+async fn a_missing_rendered_config_degrades_and_is_retried_but_never_strands_the_node() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    let mut d = daemon(&node, source.clone()).await;
+    d.desired_name = Some("rendered-b".into());
+    d.sync(false).await;
+    let (state, reason) = node.cluster.last_state().unwrap();
+    assert_eq!(state, NodeState::Degraded);
+    assert_eq!(
+        reason,
+        "cannot get the desired config rendered-b from the fake source: machineconfig \"rendered-b\" not found"
+    );
+    assert!(d.retry_at.is_some());
+    assert_eq!(node.current().as_deref(), Some("rendered-a"));
+    // The drift monitor still watches the current config from disk.
+    assert!(d.drift.is_some());
+    source.down(Some("connection refused"));
+    d.sync(true).await;
+    assert_eq!(
+        node.cluster.last_state().unwrap().1,
+        "cannot get the desired config rendered-b from the fake source: connection refused"
+    );
+    source.down(None);
+    source.add(&b());
+    d.sync(true).await;
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+}
+
+#[tokio::test]
+async fn desired_back_to_current_after_a_failure_retargets() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let mut broken = b();
+    broken.spec.kernel_arguments = vec!["nosmt".into()];
+    node.os.fail_next("KernelArgs", "error: boom");
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    source.add(&broken);
+    let mut d = daemon(&node, source).await;
+    d.desired_name = Some("rendered-b".into());
+    d.sync(false).await;
+    assert!(
+        matches!(node.cluster.last_state(), Some((NodeState::Degraded, r)) if r.contains("boom"))
+    );
+    d.desired_name = Some("rendered-a".into());
+    d.sync(false).await;
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
+    );
+    assert_eq!(node.current().as_deref(), Some("rendered-a"));
+}
+
+#[tokio::test]
+async fn an_unreconcilable_config_is_not_retried_until_desired_changes() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let mut bad = b();
+    bad.spec.config.as_mut().unwrap()["passwd"] = serde_json::json!({"groups": [{"name": "x"}]});
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    source.add(&bad);
+    source.serve("rendered-b");
+    let mut d = Daemon::new(
+        node.engine(),
+        source.clone(),
+        DesiredFeed::Poll(std::time::Duration::from_secs(30)),
+    );
+    d.start().await.unwrap();
+    d.sync(false).await;
+    assert_eq!(
+        node.cluster.last_state().unwrap().0,
+        NodeState::Unreconcilable
+    );
+    let calls = node.cluster.calls().len();
+    d.sync(false).await;
+    assert_eq!(
+        node.cluster.calls().len(),
+        calls,
+        "retried an unreconcilable config"
+    );
+    // A new desired config is acted on.
+    let c = mc("rendered-c", &[(CRIO_POLICY, "[1]\n")], &[], IMAGE);
+    source.add(&c);
+    source.serve("rendered-c");
+    d.sync(false).await;
+    assert_eq!(node.current().as_deref(), Some("rendered-c"));
+}
+
+#[tokio::test]
+async fn a_reboot_parks_the_daemon_and_a_restart_after_it_completes_the_update() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let mut k = b();
+    k.spec.kernel_arguments = vec!["nosmt".into()];
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    source.add(&k);
+    let mut d = daemon(&node, source.clone()).await;
+    d.desired_name = Some("rendered-b".into());
+    d.sync(false).await;
+    assert_eq!(d.parked, Some(Parked::Rebooting));
+    assert_eq!(node.rebooter.reasons().len(), 1);
+    d.sync(false).await;
+    assert_eq!(
+        node.rebooter.reasons().len(),
+        1,
+        "synced while a reboot was pending"
+    );
+    node.reboot(false);
+    let d = daemon(&node, source).await;
+    assert_eq!(d.parked, None);
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
+    );
+}
+
+#[tokio::test]
+async fn start_up_validation_reports_every_mismatch() {
+    let node = Node::new();
+    node.provision(&mc(
+        "rendered-a",
+        &[(CRIO_POLICY, "{}\n"), ("/etc/nmstate/openshift/x", "x")],
+        &[],
+        IMAGE,
+    ))
+    .await;
+    node.write(CRIO_POLICY, "edited\n");
+    node.write("/etc/nmstate/openshift/x", "edited\n");
+    let source = Arc::new(FakeSource::default());
+    let _d = daemon(&node, source).await;
+    let (state, reason) = node.cluster.last_state().unwrap();
+    assert_eq!(state, NodeState::Degraded);
+    assert_eq!(
+        reason,
+        "unexpected on-disk state validating against rendered-a: content mismatch for file \
+         \"/etc/containers/policy.json\"; content mismatch for file \"/etc/nmstate/openshift/x\""
+    );
+    assert!(
+        node.cluster
+            .events()
+            .contains(&"OnDiskStateValidationFailed".to_string())
+    );
+}
