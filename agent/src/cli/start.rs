@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::cluster::{ClusterOptions, KubeNodeApi, NodeApi};
+use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
 use crate::daemon::source::{ConfigSource, FileSource};
 use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
 use crate::engine::live::{self, SeamOptions};
-use crate::engine::{Engine, EngineOptions, NoCluster};
+use crate::engine::{ClusterReport, Engine, EngineOptions, NoCluster};
 use crate::rootfs::Root;
 
 /// Arguments of `start`.
@@ -20,9 +22,15 @@ pub struct Args {
     /// Root directory of the node.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
-    /// The node's name (default: the hostname); sent to the config server.
+    /// The node's name (default: the hostname); its Node object with a cluster, and sent to
+    /// the config server.
     #[arg(long)]
     pub node_name: Option<String>,
+    /// Kubeconfig with the node's credentials (the kubelet's): follow the Node's
+    /// `desiredConfig` and report through its annotations. Without it the agent runs
+    /// standalone, following what the config server serves for the pool.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
     /// The config server (`https://HOST:22623`) serving the node's pool.
     #[arg(long, requires = "ca", conflicts_with = "config_file")]
     pub config_server: Option<String>,
@@ -32,7 +40,8 @@ pub struct Args {
     /// The node's pool on the config server.
     #[arg(long, default_value = "worker")]
     pub pool: String,
-    /// Take the desired config from this file (MachineConfig or Ignition) instead of a server.
+    /// Take the desired config from this file (MachineConfig or Ignition) instead of a server
+    /// (or, with a cluster, instead of the API server).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
     /// How often to ask for the desired config without a cluster (e.g. `30s`, `500ms`).
@@ -63,17 +72,26 @@ async fn run_daemon(args: &Args) -> Result<()> {
             .to_string_lossy()
             .into_owned(),
     };
-    let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file) {
-        (Some(url), _) => Arc::new(ConfigServer::new(
+    let api: Option<Arc<dyn NodeApi>> = match &args.kubeconfig {
+        Some(kubeconfig) => {
+            let mut options = ClusterOptions::new(&node);
+            options.kubeconfig = kubeconfig.clone();
+            Some(Arc::new(KubeNodeApi::connect(&options).await?))
+        }
+        None => None,
+    };
+    let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
+        (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
             &args.pool,
             Some(&node),
         )?),
-        (None, Some(path)) => Arc::new(FileSource { path: path.clone() }),
-        (None, None) => {
-            bail!("nothing to follow: give --config-server URL --ca FILE, or --config-file FILE")
-        }
+        (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),
+        (None, None, Some(api)) => Arc::new(ApiSource { api: api.clone() }),
+        (None, None, None) => bail!(
+            "nothing to follow: give --kubeconfig FILE, --config-server URL --ca FILE, or --config-file FILE"
+        ),
     };
     let root = Root::open(&args.root)?;
     let live = live::is_host_root(&args.root);
@@ -93,17 +111,31 @@ async fn run_daemon(args: &Args) -> Result<()> {
     if let Some(f) = &args.boot_id_file {
         opts.boot_id_file = f.clone();
     }
-    let engine = Engine::new(root, seams, opts, Arc::new(NoCluster))?;
-    tracing::info!(node, source = source.describe(), root = %args.root.display(), "starting");
-    let mut daemon = Daemon::new(
-        engine,
-        source,
-        DesiredFeed::Poll(if args.poll_interval.is_zero() {
-            DEFAULT_POLL_INTERVAL
-        } else {
-            args.poll_interval
-        }),
-    );
+    let cluster: Arc<dyn ClusterReport> = match &api {
+        Some(api) => Arc::new(NodeReport::new(api.clone())),
+        None => Arc::new(NoCluster),
+    };
+    let engine = Engine::new(root, seams, opts, cluster)?;
+    tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
+    let mut daemon = match &api {
+        Some(api) => {
+            let annotated = api
+                .annotations()
+                .await?
+                .current_config()
+                .map(str::to_string);
+            Daemon::new(engine, source, DesiredFeed::Cluster(api.desired()))
+                .with_annotated_current(annotated)
+        }
+        None => {
+            let every = if args.poll_interval.is_zero() {
+                DEFAULT_POLL_INTERVAL
+            } else {
+                args.poll_interval
+            };
+            Daemon::new(engine, source, DesiredFeed::Poll(every))
+        }
+    };
     daemon.start().await?;
     daemon.run().await
 }

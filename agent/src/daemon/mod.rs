@@ -21,6 +21,7 @@
 //!   them (systemd's stop timeout, then SIGKILL, is what the crash safety is for).
 
 pub mod backoff;
+pub mod cluster;
 pub mod config_server;
 pub mod drift;
 pub mod source;
@@ -28,7 +29,7 @@ pub mod startup;
 mod sync;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,8 @@ pub struct Daemon {
     /// A desired config found unreconcilable: not retried until the desired config changes.
     unreconcilable: Option<String>,
     parked: Option<Parked>,
+    /// The node's `currentConfig` annotation at start (cluster mode), for seeding.
+    annotated_current: Option<String>,
 }
 
 impl Daemon {
@@ -96,7 +99,15 @@ impl Daemon {
             desired_name: None,
             unreconcilable: None,
             parked: None,
+            annotated_current: None,
         }
+    }
+
+    /// With a cluster: the node's `currentConfig` annotation, used when nothing is recorded
+    /// on disk (on-disk `currentconfig` wins over it).
+    pub fn with_annotated_current(mut self, name: Option<String>) -> Self {
+        self.annotated_current = name;
+        self
     }
 
     pub fn engine(&self) -> &Engine {
@@ -114,7 +125,13 @@ impl Daemon {
             }
         }
         if self.parked.is_none() && self.engine.pending()?.is_none() {
-            if let Err(e) = startup::seed_current(&self.engine, self.source.as_ref()).await {
+            if let Err(e) = startup::seed_current(
+                &self.engine,
+                self.source.as_ref(),
+                self.annotated_current.as_deref(),
+            )
+            .await
+            {
                 tracing::warn!(error = %format!("{e:#}"), "could not seed the current config");
             }
             startup::validate_current(&self.engine).await?;

@@ -50,7 +50,14 @@ pub async fn resume(engine: &Engine) -> Started {
 /// `currentConfig`, found in the provisioned content or fetched by name), recorded and the
 /// annotations file moved aside as the MCD does; else the provisioned content itself. `None`
 /// when the node has no current config at all (its first update is a first application).
-pub async fn seed_current(engine: &Engine, source: &dyn ConfigSource) -> Result<Option<String>> {
+///
+/// With a cluster, `annotated` is the node's `currentConfig` annotation: when there is no
+/// `node-annotations.json`, that config is fetched by name.
+pub async fn seed_current(
+    engine: &Engine,
+    source: &dyn ConfigSource,
+    annotated: Option<&str>,
+) -> Result<Option<String>> {
     let root = engine.root();
     if let Some(c) = input::read_current(root)? {
         return Ok(Some(c.machine_config.name().to_string()));
@@ -85,12 +92,26 @@ pub async fn seed_current(engine: &Engine, source: &dyn ConfigSource) -> Result<
             );
             Some(mc)
         }
-        None => provisioned.inspect(|p| {
-            tracing::info!(
-                config = p.name(),
-                "seeding the current config from {PROVISIONED_CONTENT}"
-            )
-        }),
+        None => match annotated {
+            Some(name) if provisioned.as_ref().is_none_or(|p| p.name() != name) => {
+                tracing::info!(
+                    config = name,
+                    "seeding the current config from the node's currentConfig"
+                );
+                Some(
+                    source
+                        .fetch(Some(name))
+                        .await
+                        .with_context(|| format!("getting the node's current config {name}"))?,
+                )
+            }
+            _ => provisioned.inspect(|p| {
+                tracing::info!(
+                    config = p.name(),
+                    "seeding the current config from {PROVISIONED_CONTENT}"
+                )
+            }),
+        },
     };
     let Some(mc) = seed else {
         tracing::warn!(

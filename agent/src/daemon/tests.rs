@@ -71,6 +71,47 @@ fn b() -> MachineConfig {
     mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE)
 }
 
+/// A node (fakes for every seam) with a daemon whose cluster and source are given.
+pub(crate) struct DaemonHarness {
+    pub node: Node,
+    cluster: Arc<dyn crate::engine::ClusterReport>,
+    source: Arc<dyn ConfigSource>,
+}
+
+impl DaemonHarness {
+    /// A node provisioned with `current`.
+    pub async fn new(
+        current: &MachineConfig,
+        cluster: Arc<dyn crate::engine::ClusterReport>,
+        source: Arc<dyn ConfigSource>,
+    ) -> Self {
+        let node = Node::new();
+        node.provision(current).await;
+        DaemonHarness {
+            node,
+            cluster,
+            source,
+        }
+    }
+
+    /// A started daemon.
+    pub async fn daemon(&self, feed: DesiredFeed) -> Daemon {
+        let engine = crate::engine::Engine::new(
+            crate::rootfs::Root::open(self.node.path()).unwrap(),
+            self.node.seams(),
+            crate::engine::EngineOptions {
+                boot_id_file: self.node.boot_file.clone(),
+                ..Default::default()
+            },
+            self.cluster.clone(),
+        )
+        .unwrap();
+        let mut d = Daemon::new(engine, self.source.clone(), feed);
+        d.start().await.unwrap();
+        d
+    }
+}
+
 async fn daemon(node: &Node, source: Arc<FakeSource>) -> Daemon {
     let (_tx, rx) = futures::channel::mpsc::unbounded::<String>();
     let mut d = Daemon::new(node.engine(), source, DesiredFeed::Cluster(Box::pin(rx)));
@@ -252,5 +293,52 @@ async fn start_up_validation_reports_every_mismatch() {
         node.cluster
             .events()
             .contains(&"OnDiskStateValidationFailed".to_string())
+    );
+}
+
+#[tokio::test]
+async fn a_node_without_currentconfig_is_seeded_from_node_annotations() {
+    let node = Node::new();
+    let a = a();
+    // What the config server's Ignition wrote at provisioning.
+    node.write(
+        super::startup::NODE_ANNOTATIONS,
+        r#"{"machineconfiguration.openshift.io/currentConfig":"rendered-a","machineconfiguration.openshift.io/desiredConfig":"rendered-a","machineconfiguration.openshift.io/state":"Done"}"#,
+    );
+    node.write(super::startup::PROVISIONED_CONTENT, &a.to_json_pretty());
+    node.write(CRIO_POLICY, "{}\n");
+    let source = Arc::new(FakeSource::default());
+    let _d = daemon(&node, source).await;
+    assert_eq!(node.current().as_deref(), Some("rendered-a"));
+    assert!(node.read(super::startup::NODE_ANNOTATIONS).is_none());
+    assert!(
+        node.read(super::startup::NODE_ANNOTATIONS_BAK)
+            .unwrap()
+            .contains("rendered-a")
+    );
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
+    );
+}
+
+#[tokio::test]
+async fn a_node_without_any_record_is_seeded_from_its_annotation_by_name() {
+    let node = Node::new();
+    node.write(CRIO_POLICY, "[]\n");
+    let source = Arc::new(FakeSource::default());
+    source.add(&b());
+    let engine = node.engine();
+    let mut d = Daemon::new(
+        engine,
+        source,
+        DesiredFeed::Poll(std::time::Duration::from_secs(30)),
+    )
+    .with_annotated_current(Some("rendered-b".into()));
+    d.start().await.unwrap();
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+    assert_eq!(
+        node.cluster.last_state(),
+        Some((NodeState::Done, String::new()))
     );
 }

@@ -57,6 +57,11 @@ pub trait ClusterReport: Send + Sync {
     async fn drain(&self, config: &str) -> Result<()>;
     /// Makes the node schedulable again once it is in `config`.
     async fn uncordon(&self, config: &str) -> Result<()>;
+    /// A reboot is about to happen (`post-config-action=Rebooting`), or the node came back
+    /// from it (cleared).
+    async fn rebooting(&self, _rebooting: bool) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// No cluster: nothing to annotate, nothing to drain (no pods are scheduled by anyone).

@@ -235,6 +235,9 @@ impl Engine {
         };
         let reason = format!("Node will reboot into config {}", rec.desired.name());
         self.reporter.event("Reboot", &reason).await;
+        if let Err(e) = self.reporter.cluster().rebooting(true).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not record the reboot on the node");
+        }
         if rec.force
             && let Err(e) = self.consume_force_file()
         {
@@ -291,6 +294,11 @@ impl Engine {
             return Outcome::Degraded(format!("{e:#}"));
         }
         self.reporter.step(&self.root, None, "");
+        if rec.reboot
+            && let Err(e) = self.reporter.cluster().rebooting(false).await
+        {
+            tracing::warn!(error = %format!("{e:#}"), "could not clear the reboot on the node");
+        }
         if let Err(e) = self.reporter.cluster().uncordon(name).await {
             let reason = format!("failed to uncordon node: {e:#}");
             self.reporter.event("FailedToUncordon", &reason).await;

@@ -10,9 +10,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mco_agent::cluster::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use mco_agent::engine::Status;
 use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::Standalone;
+use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use mco_test_support::logind::FakeLogind;
 use mco_test_support::tls::TestCa;
 use tokio::sync::watch;
@@ -62,7 +64,12 @@ pub struct Node {
     agent: Option<tokio::process::Child>,
     boots: u32,
     starts: u32,
+    /// The Kubernetes API test server and the kubelet kubeconfig, in cluster mode.
+    pub cluster: Option<(TestApiServer, PathBuf)>,
 }
+
+/// The Node object's name.
+pub const NODE: &str = "node-0";
 
 impl Node {
     /// Everything up, the manifests directory holding `manifests` (file name, YAML); the agent
@@ -123,6 +130,73 @@ impl Node {
             agent: None,
             boots: 1,
             starts: 0,
+            cluster: None,
+        }
+    }
+
+    /// Cluster mode: a Kubernetes API test server with this node's Node object (no
+    /// annotations yet); the agent gets `--kubeconfig` with the node's credentials.
+    pub fn with_cluster(mut self) -> Self {
+        let server = TestApiServer::start().unwrap();
+        server.seed(fixtures::node(NODE)).unwrap();
+        let kubeconfig = self.dir.path().join("kubelet.kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
+            .unwrap();
+        self.cluster = Some((server, kubeconfig));
+        self
+    }
+
+    fn api(&self) -> &TestApiServer {
+        &self.cluster.as_ref().expect("not in cluster mode").0
+    }
+
+    /// Sets the node's `desiredConfig`, as the node controller does.
+    pub fn set_desired(&self, name: &str) {
+        self.api()
+            .patch(
+                "nodes",
+                None,
+                NODE,
+                &serde_json::json!({"metadata": {"annotations": {DESIRED_CONFIG: name}}}),
+                Target::Main,
+            )
+            .unwrap();
+    }
+
+    /// One of the node's annotations.
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        let node = self.api().get("nodes", None, NODE)?;
+        node["metadata"]["annotations"][key]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// Waits until the node's annotations say `state` (and `currentConfig`, if given).
+    pub async fn wait_annotations(
+        &self,
+        what: &str,
+        timeout: Duration,
+        state: &str,
+        current: Option<&str>,
+    ) -> Duration {
+        let start = Instant::now();
+        loop {
+            if self.annotation(STATE).as_deref() == Some(state)
+                && (current.is_none() || self.annotation(CURRENT_CONFIG).as_deref() == current)
+            {
+                return start.elapsed();
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}: state {:?} reason {:?} currentConfig {:?}\n{}",
+                    self.annotation(STATE),
+                    self.annotation(REASON),
+                    self.annotation(CURRENT_CONFIG),
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -158,6 +232,9 @@ impl Node {
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .kill_on_drop(true);
+        if let Some((_, kubeconfig)) = &self.cluster {
+            cmd.arg("--kubeconfig").arg(kubeconfig);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -1,0 +1,181 @@
+//! The daemon with a cluster: the engine's [`ClusterReport`] over the Node API (annotations,
+//! events, drain, uncordon), and the API server as a source of rendered configs by name.
+//!
+//! State, `SetDone`, annotation and event writes go through one writer task, in order: the
+//! Node API retries each write until it lands, and an update must not wait on an API server
+//! that is down (the MCD queues its node writes the same way). Drain and uncordon are steps of
+//! the update and are awaited.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use async_trait::async_trait;
+use machine_config::MachineConfig;
+use tokio::sync::mpsc;
+
+use super::source::ConfigSource;
+use crate::cluster::NodeApi;
+use crate::cluster::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
+use crate::engine::{ClusterReport, NodeState};
+
+/// One queued write.
+#[derive(Debug)]
+enum Write {
+    Report(NodeState, String),
+    SetDone(String),
+    Event(String, String),
+    PostConfigAction(&'static str),
+}
+
+/// [`ClusterReport`] over a [`NodeApi`].
+pub struct NodeReport {
+    api: Arc<dyn NodeApi>,
+    writes: mpsc::UnboundedSender<Write>,
+}
+
+impl NodeReport {
+    /// Starts the writer task (inside a tokio runtime).
+    pub fn new(api: Arc<dyn NodeApi>) -> Self {
+        let (writes, mut queue) = mpsc::unbounded_channel::<Write>();
+        let writer = api.clone();
+        tokio::spawn(async move {
+            while let Some(w) = queue.recv().await {
+                let result = match &w {
+                    Write::Report(state, reason) => writer.report(to_cluster(*state), reason).await,
+                    Write::SetDone(config) => writer.set_current(config).await,
+                    Write::Event(reason, message) => writer.event(reason, message).await,
+                    Write::PostConfigAction(value) => {
+                        writer
+                            .set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
+                            .await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::warn!(write = ?w, error = %e, "a node write failed for good");
+                }
+            }
+        });
+        NodeReport { api, writes }
+    }
+
+    fn queue(&self, w: Write) -> Result<()> {
+        self.writes
+            .send(w)
+            .map_err(|_| anyhow::anyhow!("the node writer stopped"))
+    }
+}
+
+fn to_cluster(state: NodeState) -> crate::cluster::NodeState {
+    match state {
+        NodeState::Done => crate::cluster::NodeState::Done,
+        NodeState::Working => crate::cluster::NodeState::Working,
+        NodeState::Degraded => crate::cluster::NodeState::Degraded,
+        NodeState::Unreconcilable => crate::cluster::NodeState::Unreconcilable,
+    }
+}
+
+#[async_trait]
+impl ClusterReport for NodeReport {
+    async fn report(&self, state: NodeState, reason: &str) -> Result<()> {
+        self.queue(Write::Report(state, reason.to_string()))
+    }
+
+    async fn set_done(&self, config: &str) -> Result<()> {
+        self.queue(Write::SetDone(config.to_string()))
+    }
+
+    async fn event(&self, reason: &str, message: &str) -> Result<()> {
+        self.queue(Write::Event(reason.to_string(), message.to_string()))
+    }
+
+    async fn drain(&self, config: &str) -> Result<()> {
+        Ok(self.api.drain(config).await?)
+    }
+
+    async fn uncordon(&self, config: &str) -> Result<()> {
+        Ok(self.api.uncordon(config).await?)
+    }
+
+    async fn rebooting(&self, rebooting: bool) -> Result<()> {
+        // Cleared to "" after the boot, as the MCD does.
+        self.queue(Write::PostConfigAction(if rebooting {
+            POST_CONFIG_ACTION_REBOOTING
+        } else {
+            ""
+        }))
+    }
+}
+
+/// Rendered configs by name from the API server, as the MCD reads them.
+pub struct ApiSource {
+    pub api: Arc<dyn NodeApi>,
+}
+
+#[async_trait]
+impl ConfigSource for ApiSource {
+    async fn fetch(&self, name: Option<&str>) -> Result<MachineConfig> {
+        let Some(name) = name else {
+            bail!("the API server serves configs by name only: the node has no desiredConfig yet");
+        };
+        Ok(self.api.get_machine_config(name).await?)
+    }
+
+    fn describe(&self) -> String {
+        format!("the API server (node {})", self.api.node_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::FakeNodeApi;
+    use crate::cluster::annotations::{CURRENT_CONFIG, REASON, STATE};
+    use crate::daemon::tests::DaemonHarness;
+    use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
+
+    /// The daemon over the fake Node API: configs by name from the API, state on the Node.
+    #[tokio::test]
+    async fn the_daemon_follows_desired_config_through_the_node_api() {
+        let api = Arc::new(FakeNodeApi::new("node-0"));
+        let a = mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE);
+        let b = mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE);
+        api.add_machine_config(a.clone());
+        api.add_machine_config(b.clone());
+        let h = DaemonHarness::new(
+            &a,
+            Arc::new(NodeReport::new(api.clone())),
+            Arc::new(ApiSource { api: api.clone() }),
+        )
+        .await;
+        let mut d = h
+            .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
+            .await;
+        api.set_desired("rendered-b");
+        d.desired_name = Some("rendered-b".into());
+        d.sync(false).await;
+        assert_eq!(h.node.current().as_deref(), Some("rendered-b"));
+        // The writer task lands the writes in order.
+        for _ in 0..100 {
+            if api.annotation(CURRENT_CONFIG).as_deref() == Some("rendered-b") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            api.annotation(CURRENT_CONFIG).as_deref(),
+            Some("rendered-b")
+        );
+        assert_eq!(api.annotation(STATE).as_deref(), Some("Done"));
+        assert_eq!(api.annotation(REASON).as_deref(), Some(""));
+        assert_eq!(api.uncordons(), vec!["rendered-b".to_string()]);
+        assert!(api.events().iter().any(|(r, _)| r == "NodeDone"));
+
+        let err = ApiSource { api: api.clone() }
+            .fetch(Some("rendered-gone"))
+            .await
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("rendered-gone"), "{err:#}");
+        let err = ApiSource { api }.fetch(None).await.unwrap_err();
+        assert!(format!("{err:#}").contains("by name only"), "{err:#}");
+    }
+}

@@ -1,0 +1,150 @@
+//! `mco-agent start` with a cluster, end to end without a VM: the Kubernetes API test server
+//! holds the Node (the test plays the node controller by setting `desiredConfig`), the
+//! companion serves the pool (host-first: the agent fetches the rendered config from it and
+//! checks the served name against `desiredConfig`), rpm-ostree is the stand-in over a real
+//! ostree sysroot, logind a fake; the agent is a process on a temp root.
+
+mod common;
+mod daemon_env;
+mod os_env;
+
+use std::time::Duration;
+
+use daemon_env::{Node, machine_config, secs};
+use mco_agent::cluster::annotations::{POST_CONFIG_ACTION, REASON};
+
+const BASE_FILE: &str = "/etc/nmstate/openshift/base.yaml";
+const POLICY: &str = "/etc/containers/policy.json";
+
+fn config(version: u32, kargs: &[&str]) -> String {
+    machine_config(
+        "00-base",
+        &[(BASE_FILE, &format!("base: {version}\n")), (POLICY, "{}\n")],
+        kargs,
+    )
+}
+
+/// A node in the cluster that applied the base config.
+async fn provisioned() -> (Node, String) {
+    let mut node = Node::new(&[("00-base.yaml", &config(1, &[]))])
+        .await
+        .with_cluster();
+    let base = node.rendered_name();
+    node.start_agent(&[]);
+    node.set_desired(&base);
+    node.wait_annotations("the first application", secs(30), "Done", Some(&base))
+        .await;
+    (node, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desired_config_to_done_rebootless_then_a_reboot_update() {
+    let (mut node, base) = provisioned().await;
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+
+    // Files only: desiredConfig -> Done without a reboot.
+    node.write_manifest("00-base.yaml", &config(2, &[]));
+    let files_only = node.rendered_name();
+    // The companion re-renders within its reload interval; then the controller targets the node.
+    let deadline = std::time::Instant::now() + secs(10);
+    while !served(&node, &files_only).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the companion never served {files_only}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.set_desired(&files_only);
+    let took = node
+        .wait_annotations("the rebootless update", secs(30), "Done", Some(&files_only))
+        .await;
+    eprintln!("rebootless update: desiredConfig set -> state=Done in {took:?}");
+    assert!(took < secs(5), "took {took:?}");
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 2\n"));
+    assert_eq!(node.logind.reboots(), 0);
+    assert_ne!(files_only, base);
+
+    // Kernel arguments: staged, a reboot requested; Done only after the reboot.
+    node.write_manifest("00-base.yaml", &config(2, &["mco.cluster=1"]));
+    let kargs = node.rendered_name();
+    while !served(&node, &kargs).await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.set_desired(&kargs);
+    let deadline = std::time::Instant::now() + secs(30);
+    while node.logind.reboots() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reboot requested\n{}",
+            node.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.wait_annotations("post-config-action", secs(10), "Working", Some(&files_only))
+        .await;
+    assert_eq!(
+        node.annotation(POST_CONFIG_ACTION).as_deref(),
+        Some("Rebooting")
+    );
+    assert!(node.os.deployments()[0].options.contains("mco.cluster=1"));
+    node.kill_agent().await;
+    node.reboot();
+    node.start_agent(&[]);
+    node.wait_annotations("Done after the reboot", secs(30), "Done", Some(&kargs))
+        .await;
+    assert_eq!(node.annotation(POST_CONFIG_ACTION).as_deref(), Some(""));
+    node.stop().await;
+}
+
+/// Whether the companion serves `name` for the pool now.
+async fn served(node: &Node, name: &str) -> bool {
+    let server = mco_agent::daemon::config_server::ConfigServer::new(
+        &node.url,
+        Some(&node.ca_file),
+        "worker",
+        None,
+    )
+    .unwrap();
+    server.fetch_once().await.is_ok_and(|mc| mc.name() == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreconcilable_and_drift_are_reported_on_the_node() {
+    let (node, base) = provisioned().await;
+    node.write_manifest(
+        "10-groups.yaml",
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-groups\n  labels: {machineconfiguration.openshift.io/role: worker}\nspec:\n  config:\n    ignition: {version: 3.2.0}\n    passwd: {groups: [{name: admins}]}\n",
+    );
+    let bad = node.rendered_name();
+    while !served(&node, &bad).await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.set_desired(&bad);
+    node.wait_annotations("Unreconcilable", secs(30), "Unreconcilable", Some(&base))
+        .await;
+    assert!(
+        node.annotation(REASON)
+            .unwrap()
+            .ends_with("ignition Passwd Groups section contains changes")
+    );
+
+    // Back to the base config; then a hand edit of a managed file.
+    node.remove_manifest("10-groups.yaml");
+    while !served(&node, &base).await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.set_desired(&base);
+    node.wait_annotations("Done again", secs(30), "Done", Some(&base))
+        .await;
+    std::fs::write(node.path(BASE_FILE), "edited by hand\n").unwrap();
+    node.wait_annotations("drift", secs(10), "Degraded", Some(&base))
+        .await;
+    assert_eq!(
+        node.annotation(REASON).unwrap(),
+        format!("content mismatch for file \"{BASE_FILE}\"")
+    );
+    std::fs::write(node.path(BASE_FILE), "base: 1\n").unwrap();
+    node.wait_annotations("fixed", secs(10), "Done", Some(&base))
+        .await;
+    node.stop().await;
+}
