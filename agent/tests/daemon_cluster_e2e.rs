@@ -80,12 +80,17 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    node.wait_annotations("post-config-action", secs(10), "Working", Some(&files_only))
+    // Still in the old config, Working, marked as rebooting (node writes land asynchronously).
+    node.wait_annotations("Working", secs(10), "Working", Some(&files_only))
         .await;
-    assert_eq!(
-        node.annotation(POST_CONFIG_ACTION).as_deref(),
-        Some("Rebooting")
-    );
+    let deadline = std::time::Instant::now() + secs(10);
+    while node.annotation(POST_CONFIG_ACTION).as_deref() != Some("Rebooting") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "post-config-action never set to Rebooting"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(node.os.deployments()[0].options.contains("mco.cluster=1"));
     node.kill_agent().await;
     node.reboot();
@@ -109,7 +114,7 @@ async fn served(node: &Node, name: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreconcilable_and_drift_are_reported_on_the_node() {
+async fn unreconcilable_drift_and_the_force_file_on_the_node() {
     let (node, base) = provisioned().await;
     node.write_manifest(
         "10-groups.yaml",
@@ -146,5 +151,16 @@ async fn unreconcilable_and_drift_are_reported_on_the_node() {
     std::fs::write(node.path(BASE_FILE), "base: 1\n").unwrap();
     node.wait_annotations("fixed", secs(10), "Done", Some(&base))
         .await;
+
+    // Drift again; the force file re-applies the config, without a reboot.
+    std::fs::write(node.path(BASE_FILE), "edited again\n").unwrap();
+    node.wait_annotations("drift", secs(10), "Degraded", Some(&base))
+        .await;
+    std::fs::write(node.path("/run/machine-config-daemon-force"), "").unwrap();
+    node.wait_annotations("forced", secs(30), "Done", Some(&base))
+        .await;
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+    assert!(!node.path("/run/machine-config-daemon-force").exists());
+    assert_eq!(node.logind.reboots(), 0);
     node.stop().await;
 }

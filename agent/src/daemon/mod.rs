@@ -45,6 +45,9 @@ use backoff::Backoff;
 use source::ConfigSource;
 use startup::Started;
 
+/// How often the force file is looked for.
+const FORCE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
 /// Default interval between polls of the config server in standalone mode.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -145,6 +148,8 @@ impl Daemon {
     pub async fn run(&mut self) -> Result<()> {
         let _watchdog = crate::notify::spawn_watchdog();
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        // The force file acts without waiting for the next desired config or poll.
+        let mut force_check = tokio::time::interval(FORCE_CHECK_INTERVAL);
         let mut poll = match &self.feed {
             DesiredFeed::Poll(every) => Some(tokio::time::interval(*every)),
             DesiredFeed::Cluster(_) => None,
@@ -171,6 +176,16 @@ impl Daemon {
                     self.sync(true).await;
                 }
                 Some(path) = self.drift_rx.recv() => self.on_drift(&path).await,
+                _ = force_check.tick() => {
+                    // (A failed forced update waits for its backoff like any other.)
+                    if self.retry_at.is_none()
+                        && self.parked != Some(Parked::Rebooting)
+                        && self.engine.force_file_present().unwrap_or(false)
+                    {
+                        tracing::info!("{} present: re-applying", crate::engine::FORCE_FILE);
+                        self.sync(true).await;
+                    }
+                }
             }
         }
         tracing::info!("stopping");

@@ -41,6 +41,11 @@
 //!   is never rebooted again automatically (no reboot loops). The force file or a new
 //!   desired config recover it.
 //! - An empty `osImageURL` means the config does not manage the OS image: it is not checked.
+//! - OS changes are staged without rpm-ostree's `lock-finalization`: the reboot goes through
+//!   the `Rebooter` (logind), whose checks (the finalize service is active, no block inhibitor)
+//!   apply only to a deployment the shutdown will finalize; a locked one would have to be
+//!   released with `FinalizeDeployment`, which reboots by itself past those checks. An
+//!   unplanned reboot while staging is handled by verifying what booted (see the table).
 
 pub mod backups;
 mod failpoints;
