@@ -1,13 +1,13 @@
 //! `mco-agent start`: the daemon (what `mco-agent.service` runs).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cluster::{ClusterOptions, KubeNodeApi, NodeApi};
+use crate::cluster::{ClusterOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi};
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
 use crate::daemon::source::{ConfigSource, FileSource};
@@ -26,23 +26,23 @@ pub struct Args {
     /// the config server.
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Kubeconfig with the node's credentials (the kubelet's): follow the Node's
-    /// `desiredConfig` and report through its annotations. Without it the agent runs
-    /// standalone, following what the config server serves for the pool.
-    #[arg(long)]
+    /// Kubeconfig with the node's credentials: follow the Node's `desiredConfig` and report
+    /// through its annotations. Default on a node: the kubelet's, when it exists. Without one
+    /// the agent runs standalone, following what the config server serves for the pool.
+    #[arg(long, env = "MCO_AGENT_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// The config server (`https://HOST:22623`) serving the node's pool.
-    #[arg(long, requires = "ca", conflicts_with = "config_file")]
+    #[arg(long, env = "MCO_AGENT_CONFIG_SERVER", conflicts_with = "config_file")]
     pub config_server: Option<String>,
-    /// The CA bundle (PEM) that signs the config server's certificate.
-    #[arg(long)]
+    /// The CA bundle (PEM) that signs the config server's certificate (needed for https).
+    #[arg(long, env = "MCO_AGENT_CA")]
     pub ca: Option<PathBuf>,
     /// The node's pool on the config server.
-    #[arg(long, default_value = "worker")]
+    #[arg(long, env = "MCO_AGENT_POOL", default_value = "worker")]
     pub pool: String,
     /// Take the desired config from this file (MachineConfig or Ignition) instead of a server
     /// (or, with a cluster, instead of the API server).
-    #[arg(long)]
+    #[arg(long, env = "MCO_AGENT_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
     /// How often to ask for the desired config without a cluster (e.g. `30s`, `500ms`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
@@ -72,7 +72,19 @@ async fn run_daemon(args: &Args) -> Result<()> {
             .to_string_lossy()
             .into_owned(),
     };
-    let api: Option<Arc<dyn NodeApi>> = match &args.kubeconfig {
+    let kubeconfig = match &args.kubeconfig {
+        Some(k) => Some(k.clone()),
+        // On a node (not a test root), the kubelet's credentials, as the MCD uses them.
+        None if live::is_host_root(&args.root) && Path::new(KUBELET_KUBECONFIG).exists() => {
+            tracing::info!(
+                kubeconfig = KUBELET_KUBECONFIG,
+                "using the kubelet's kubeconfig"
+            );
+            Some(PathBuf::from(KUBELET_KUBECONFIG))
+        }
+        None => None,
+    };
+    let api: Option<Arc<dyn NodeApi>> = match &kubeconfig {
         Some(kubeconfig) => {
             let mut options = ClusterOptions::new(&node);
             options.kubeconfig = kubeconfig.clone();
@@ -90,7 +102,8 @@ async fn run_daemon(args: &Args) -> Result<()> {
         (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),
         (None, None, Some(api)) => Arc::new(ApiSource { api: api.clone() }),
         (None, None, None) => bail!(
-            "nothing to follow: give --kubeconfig FILE, --config-server URL --ca FILE, or --config-file FILE"
+            "nothing to follow: no kubelet kubeconfig ({KUBELET_KUBECONFIG}); give --kubeconfig FILE, \
+             --config-server URL --ca FILE (MCO_AGENT_CONFIG_SERVER, MCO_AGENT_CA), or --config-file FILE"
         ),
     };
     let root = Root::open(&args.root)?;
