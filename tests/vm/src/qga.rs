@@ -114,6 +114,11 @@ impl GuestAgent {
                     return Ok(None);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                    bail!(
+                        "the guest agent connection was reset (the guest rebooted or powered off, or qemu exited)"
+                    )
+                }
                 Err(e) => return Err(e).context("reading from the guest agent"),
             }
         }
