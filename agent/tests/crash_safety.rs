@@ -2,7 +2,7 @@
 //! with SIGKILL at every step of a rebootless update and of a reboot update
 //! (`FAILPOINTS=<point>=return(kill)` makes it kill itself there), then started again. Every
 //! time, no managed file is ever half-written, and the node converges to the desired config
-//! with a status that agrees with `currentconfig`.
+//! with a status file, `currentconfig` and (with a cluster) the Node's annotations that agree.
 
 #![cfg(feature = "failpoints")]
 
@@ -14,6 +14,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use daemon_env::{Node, done_in, machine_config, secs};
+use mco_agent::cluster::annotations::{CURRENT_CONFIG, REASON, STATE};
 
 const FILE_A: &str = "/etc/nmstate/openshift/a.yaml";
 const FILE_B: &str = "/etc/containers/policy.json";
@@ -58,8 +59,17 @@ fn assert_whole(node: &Node, versions: &[u32], point: &str) {
     );
 }
 
-/// The status, `currentconfig` and the files agree on `name` at `version`.
+/// The status, `currentconfig`, the annotations and the files agree on `name` at `version`.
 fn assert_converged(node: &Node, name: &str, version: u32, point: &str) {
+    if node.cluster.is_some() {
+        assert_eq!(
+            node.annotation(CURRENT_CONFIG).as_deref(),
+            Some(name),
+            "{point}"
+        );
+        assert_eq!(node.annotation(STATE).as_deref(), Some("Done"), "{point}");
+        assert_eq!(node.annotation(REASON).as_deref(), Some(""), "{point}");
+    }
     assert_whole(node, &[version], point);
     let current = node
         .read("/etc/machine-config-daemon/currentconfig")
@@ -161,11 +171,15 @@ async fn until_rebooted(node: &mut Node, point: &str) {
     node.reboot();
 }
 
+/// With a cluster: the test sets `desiredConfig` as the node controller would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_at_every_step_of_a_reboot_update_it_converges() {
-    let mut node = Node::new(&[("00-base.yaml", &config(0, &[]))]).await;
+    let mut node = Node::new(&[("00-base.yaml", &config(0, &[]))])
+        .await
+        .with_cluster();
     node.start_agent(&[]);
-    node.wait_status("provisioned", secs(30), done_in(&node.rendered_name()))
+    let base = node.target_rendered().await;
+    node.wait_status("provisioned", secs(30), done_in(&base))
         .await;
     node.kill_agent().await;
     let mut version = 0;
@@ -175,7 +189,7 @@ async fn killed_at_every_step_of_a_reboot_update_it_converges() {
         version += 1;
         let karg = format!("mco.crash={version}");
         node.write_manifest("00-base.yaml", &config(version, &[&karg]));
-        let name = node.rendered_name();
+        let name = node.target_rendered().await;
         if after_reboot {
             until_rebooted(&mut node, point).await;
         }
@@ -187,6 +201,8 @@ async fn killed_at_every_step_of_a_reboot_update_it_converges() {
         }
         node.start_agent(&[]);
         node.wait_status(point, secs(60), done_in(&name)).await;
+        node.wait_annotations(point, secs(30), "Done", Some(&name))
+            .await;
         node.kill_agent().await;
         assert_converged(&node, &name, version, point);
         let options = node.os.deployments()[0].options.clone();

@@ -44,16 +44,9 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
 
     // Files only: desiredConfig -> Done without a reboot.
     node.write_manifest("00-base.yaml", &config(2, &[]));
-    let files_only = node.rendered_name();
     // The companion re-renders within its reload interval; then the controller targets the node.
-    let deadline = std::time::Instant::now() + secs(10);
-    while !served(&node, &files_only).await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the companion never served {files_only}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let files_only = node.rendered_name();
+    node.wait_served(&files_only).await;
     node.set_desired(&files_only);
     let took = node
         .wait_annotations("the rebootless update", secs(30), "Done", Some(&files_only))
@@ -67,9 +60,7 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
     // Kernel arguments: staged, a reboot requested; Done only after the reboot.
     node.write_manifest("00-base.yaml", &config(2, &["mco.cluster=1"]));
     let kargs = node.rendered_name();
-    while !served(&node, &kargs).await {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    node.wait_served(&kargs).await;
     node.set_desired(&kargs);
     let deadline = std::time::Instant::now() + secs(30);
     while node.logind.reboots() == 0 {
@@ -101,18 +92,6 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
     node.stop().await;
 }
 
-/// Whether the companion serves `name` for the pool now.
-async fn served(node: &Node, name: &str) -> bool {
-    let server = mco_agent::daemon::config_server::ConfigServer::new(
-        &node.url,
-        Some(&node.ca_file),
-        "worker",
-        None,
-    )
-    .unwrap();
-    server.fetch_once().await.is_ok_and(|mc| mc.name() == name)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreconcilable_drift_and_the_force_file_on_the_node() {
     let (node, base) = provisioned().await;
@@ -121,9 +100,7 @@ async fn unreconcilable_drift_and_the_force_file_on_the_node() {
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-groups\n  labels: {machineconfiguration.openshift.io/role: worker}\nspec:\n  config:\n    ignition: {version: 3.2.0}\n    passwd: {groups: [{name: admins}]}\n",
     );
     let bad = node.rendered_name();
-    while !served(&node, &bad).await {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    node.wait_served(&bad).await;
     node.set_desired(&bad);
     node.wait_annotations("Unreconcilable", secs(30), "Unreconcilable", Some(&base))
         .await;
@@ -135,9 +112,7 @@ async fn unreconcilable_drift_and_the_force_file_on_the_node() {
 
     // Back to the base config; then a hand edit of a managed file.
     node.remove_manifest("10-groups.yaml");
-    while !served(&node, &base).await {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    node.wait_served(&base).await;
     node.set_desired(&base);
     node.wait_annotations("Done again", secs(30), "Done", Some(&base))
         .await;

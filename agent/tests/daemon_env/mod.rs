@@ -164,6 +164,37 @@ impl Node {
             .unwrap();
     }
 
+    /// Waits until the companion serves `name` for the pool (it reloads the manifests
+    /// asynchronously).
+    pub async fn wait_served(&self, name: &str) {
+        let server = mco_agent::daemon::config_server::ConfigServer::new(
+            &self.url,
+            Some(&self.ca_file),
+            "worker",
+            None,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.fetch_once().await.is_ok_and(|mc| mc.name() == name) {
+            assert!(
+                Instant::now() < deadline,
+                "the companion never served {name}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Points the node at the pool's rendered config once it is served: with a cluster, sets
+    /// `desiredConfig` (the agent follows the server by itself otherwise). Returns its name.
+    pub async fn target_rendered(&self) -> String {
+        let name = self.rendered_name();
+        self.wait_served(&name).await;
+        if self.cluster.is_some() {
+            self.set_desired(&name);
+        }
+        name
+    }
+
     /// One of the node's annotations.
     pub fn annotation(&self, key: &str) -> Option<String> {
         let node = self.api().get("nodes", None, NODE)?;
