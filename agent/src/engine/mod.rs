@@ -51,6 +51,7 @@ pub mod backups;
 mod failpoints;
 pub mod fake;
 pub mod live;
+pub mod observe;
 mod os;
 mod post_actions;
 pub mod record;
@@ -78,6 +79,7 @@ use crate::rootfs::Root;
 use crate::units::UnitEnablement;
 
 pub use failpoints::{POINTS as FAILPOINTS, failpoint};
+pub use observe::{Observation, Observer};
 pub use record::{Step, UpdateRecord};
 pub use report::{ClusterReport, NoCluster, NodeState, Reporter, Status};
 pub use verify::NodeValidation;

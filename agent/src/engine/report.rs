@@ -3,12 +3,13 @@
 //! journal line per transition with structured fields, and sd_notify `STATUS=`.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use anyhow::Result;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::observe::{Observation, Observer};
 use super::record::now_ms;
 use crate::rootfs::{Owner, Root};
 
@@ -127,11 +128,12 @@ pub fn read_status(root: &Root) -> Result<Option<Status>> {
     }
 }
 
-/// Fans the engine's state out: cluster, status file, journal, sd_notify.
+/// Fans the engine's state out: cluster, status file, journal, sd_notify, observers.
 pub struct Reporter {
     cluster: Arc<dyn ClusterReport>,
     status: Mutex<Status>,
     status_file: bool,
+    observers: RwLock<Vec<Arc<dyn Observer>>>,
 }
 
 impl Reporter {
@@ -141,6 +143,27 @@ impl Reporter {
             cluster,
             status: Mutex::new(Status::default()),
             status_file,
+            observers: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Adds an observer of everything reported from now on (e.g. the metrics).
+    pub fn add_observer(&self, observer: Arc<dyn Observer>) {
+        self.observers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(observer);
+    }
+
+    /// Hands `what` to every observer.
+    pub fn observe(&self, what: &Observation<'_>) {
+        for o in self
+            .observers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            o.observe(what);
         }
     }
 
@@ -202,6 +225,11 @@ impl Reporter {
             "" => state.to_string(),
             r => format!("{state}: {r}"),
         });
+        self.observe(&Observation::State {
+            state,
+            reason,
+            config: None,
+        });
         if let Err(e) = self.cluster.report(state, reason).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report the state to the cluster");
         }
@@ -214,6 +242,7 @@ impl Reporter {
             crate::notify::status(what);
         }
         self.update_status(root, |s| s.pending_step = step.map(str::to_string));
+        self.observe(&Observation::Step(step));
     }
 
     /// The node is in `config`: status Done, `SetDone` on the cluster.
@@ -236,6 +265,11 @@ impl Reporter {
             s.needs_reboot = false;
         });
         crate::notify::status(&format!("Done: {config}"));
+        self.observe(&Observation::State {
+            state: NodeState::Done,
+            reason: "",
+            config: Some(config),
+        });
         if let Err(e) = self.cluster.set_done(config).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report Done to the cluster");
         }
@@ -244,6 +278,7 @@ impl Reporter {
     /// An event on the Node with one of the MCD's reasons (also logged).
     pub async fn event(&self, reason: &str, message: &str) {
         tracing::info!(event = reason, "{message}");
+        self.observe(&Observation::Event { reason, message });
         if let Err(e) = self.cluster.event(reason, message).await {
             tracing::warn!(error = %format!("{e:#}"), event = reason, "could not record the event");
         }

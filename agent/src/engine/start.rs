@@ -1,6 +1,6 @@
 //! Starting, resuming and finishing updates: the engine's public entry points.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use machine_config::MachineConfig;
 use machine_config::plan::Plan;
@@ -8,7 +8,9 @@ use machine_config::plan::Plan;
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
-use super::{Engine, NodeState, Outcome, UpdateReport, backups, failpoint, os, with_os_of};
+use super::{
+    Engine, NodeState, Observation, Outcome, UpdateReport, backups, failpoint, os, with_os_of,
+};
 use crate::apply::{self, ApplyOptions};
 use crate::input;
 use crate::once::first_application_baseline;
@@ -291,6 +293,16 @@ impl Engine {
             self.reporter.state(&self.root, state, reason).await;
         }
         let ended = now_ms();
+        let ends_update = matches!(
+            report.outcome,
+            Outcome::Done | Outcome::Degraded(_) | Outcome::Unreconcilable(_)
+        );
+        self.reporter.observe(&Observation::Finished {
+            from: &report.from,
+            to: &report.to,
+            outcome: &report.outcome,
+            duration: ends_update.then(|| Duration::from_millis(ended.saturating_sub(started_ms))),
+        });
         let pending = self.pending().ok().flatten();
         self.reporter.update_status(&self.root, |s| {
             s.pending_step = pending.as_ref().map(|r| r.step.as_str().to_string());
@@ -299,10 +311,7 @@ impl Engine {
             last.to = report.to.clone();
             last.started_ms = started_ms;
             last.result = result.to_string();
-            if matches!(
-                report.outcome,
-                Outcome::Done | Outcome::Degraded(_) | Outcome::Unreconcilable(_)
-            ) {
+            if ends_update {
                 last.ended_ms = Some(ended);
                 last.duration_ms = Some(ended.saturating_sub(started_ms));
             }
