@@ -14,6 +14,8 @@
 //!   through the Eviction API, rendered MachineConfigs from the API server.
 //! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
 //! - [`logging`]: journald or stderr logging, set up once per binary.
+//! - [`metrics`]: Prometheus metrics (the MCD's names and ours) fed by the engine, served on
+//!   `127.0.0.1:8797/metrics`; the kubelet health check.
 //! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
 //! - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions), the
 //!   booted deployment read with libostree, and the MCD's OS checks.
@@ -26,6 +28,7 @@ pub mod engine;
 pub mod host;
 pub mod input;
 pub mod logging;
+pub mod metrics;
 pub mod notify;
 pub mod once;
 pub mod os;

@@ -1,0 +1,74 @@
+//! The kubelet health check, as the MCD runs it: `GET http://localhost:10248/healthz` every
+//! 30 s with a 30 s timeout. A request that fails (connection, timeout, an HTTP error status)
+//! counts as a failure and is logged with the count (`kubelet health check has failed N
+//! times: ...`); any answer resets the count, a body other than `ok` is only logged. The count
+//! is `mcd_kubelet_state`. Nothing else acts on it: the kubelet's health is the kubelet's
+//! business (systemd restarts it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::Metrics;
+
+/// The kubelet's health endpoint (its `healthzPort` on localhost).
+pub const DEFAULT_ENDPOINT: &str = "http://localhost:10248/healthz";
+/// How often the MCD checks, and how long one check may take.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// One check: the body of a successful answer.
+pub async fn check(client: &reqwest::Client, endpoint: &str) -> Result<String> {
+    let response = client
+        .get(endpoint)
+        .send()
+        .await
+        .with_context(|| format!("GET {endpoint}"))?
+        .error_for_status()
+        .with_context(|| format!("GET {endpoint}"))?;
+    response
+        .text()
+        .await
+        .with_context(|| format!("reading the answer of {endpoint}"))
+}
+
+/// Checks every `interval` (each check limited to `interval`) until the task is dropped,
+/// keeping `mcd_kubelet_state` up to date.
+pub async fn monitor(endpoint: String, interval: Duration, metrics: Arc<Metrics>) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match reqwest::Client::builder()
+        .timeout(interval)
+        .no_proxy()
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "kubelet health check not started: building the HTTP client");
+            return;
+        }
+    };
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failures: u32 = 0;
+    loop {
+        ticks.tick().await;
+        match check(&client, &endpoint).await {
+            Ok(body) => {
+                if body.trim() != "ok" {
+                    let body: String = body.trim().chars().take(200).collect();
+                    tracing::warn!(endpoint, body, "Kubelet Healthz Endpoint did not return ok");
+                }
+                failures = 0;
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(
+                    endpoint,
+                    failures,
+                    "kubelet health check has failed {failures} times: {e:#}"
+                );
+            }
+        }
+        metrics.set_kubelet_failures(failures);
+    }
+}

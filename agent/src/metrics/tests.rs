@@ -1,0 +1,555 @@
+//! The metrics end to end: the engine driven over fakes (rpm-ostree, reboot, cluster, systemd)
+//! on a temp root, the metrics observing it and served on a loopback port, scraped over HTTP
+//! and parsed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use machine_config::MachineConfig;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::json;
+
+use super::{MetricsArgs, MetricsHandle, start};
+use crate::engine::fake::FakeCluster;
+use crate::engine::{Engine, EngineOptions, Outcome, Seams};
+use crate::host::reboot::FakeRebooter;
+use crate::host::systemd::{ActiveState, FakeSystemd};
+use crate::os::FakeOsUpdater;
+use crate::rootfs::Root;
+
+const IMAGE: &str = "quay.io/example/os@sha256:1111";
+/// Reloads crio under the default policy.
+const CRIO_POLICY: &str = "/etc/containers/policy.json";
+/// Reboots (and drains) under the default policy.
+const REBOOT_FILE: &str = "/etc/mco/reboot.conf";
+
+/// One sample of the exposition.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the OpenMetrics text: `name{k="v",...} value` lines, comments skipped; the text must
+/// end with `# EOF`.
+fn parse(text: &str) -> Vec<Sample> {
+    assert!(text.ends_with("# EOF\n"), "no # EOF at the end:\n{text}");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("a value");
+            let (name, labels) = match series.split_once('{') {
+                None => (series.to_string(), BTreeMap::new()),
+                Some((name, rest)) => (
+                    name.to_string(),
+                    parse_labels(rest.strip_suffix('}').expect("closing brace")),
+                ),
+            };
+            Sample {
+                name,
+                labels,
+                value: value.parse().unwrap_or_else(|_| panic!("value in {line}")),
+            }
+        })
+        .collect()
+}
+
+/// `k="v",k2="v\"2"` with the exposition's escapes (`\\`, `\"`, `\n`).
+fn parse_labels(mut s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    while !s.is_empty() {
+        let (key, rest) = s.split_once("=\"").expect("key=\"");
+        let mut value = String::new();
+        let mut chars = rest.char_indices();
+        let end = loop {
+            match chars.next().expect("closing quote") {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next().expect("escaped char").1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        out.insert(key.to_string(), value);
+        s = rest[end + 1..].trim_start_matches(',');
+    }
+    out
+}
+
+/// The value of the series `name` with exactly `labels`.
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    samples
+        .iter()
+        .find(|s| s.name == name && s.labels == want)
+        .map(|s| s.value)
+}
+
+/// Every series of `name`.
+fn series<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
+    samples.iter().filter(|s| s.name == name).collect()
+}
+
+async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let url = format!("http://{}/metrics", handle.addr().expect("served"));
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        super::server::CONTENT_TYPE_OPENMETRICS
+    );
+    parse(&response.text().await.unwrap())
+}
+
+/// A node on a temp root with fakes for every seam.
+struct Node {
+    dir: tempfile::TempDir,
+    boot_file: PathBuf,
+    cluster: Arc<FakeCluster>,
+    os: Arc<FakeOsUpdater>,
+    rebooter: Arc<FakeRebooter>,
+    systemd: Arc<FakeSystemd>,
+}
+
+impl Node {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        fs::create_dir_all(r.join("etc")).unwrap();
+        fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
+        fs::write(
+            r.join("etc/os-release"),
+            "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\nVERSION_ID=\"4.18\"\n",
+        )
+        .unwrap();
+        let boot_file = r.join("boot_id");
+        fs::write(&boot_file, "boot-1\n").unwrap();
+        Node {
+            dir,
+            boot_file,
+            cluster: Arc::new(FakeCluster::new()),
+            os: Arc::new(FakeOsUpdater::booted("rhcos", IMAGE, "root=LABEL=root rw")),
+            rebooter: Arc::new(FakeRebooter::new()),
+            systemd: Arc::new(
+                FakeSystemd::new()
+                    .with_unit("crio.service", ActiveState::Active)
+                    .with_reloadable("crio.service"),
+            ),
+        }
+    }
+
+    fn root(&self) -> Root {
+        Root::open(self.dir.path()).unwrap()
+    }
+
+    /// A freshly started agent, observed by `metrics`.
+    fn engine(&self, metrics: &MetricsHandle) -> Engine {
+        let seams = Seams {
+            units: None,
+            systemd: Some(self.systemd.clone()),
+            os: Some(self.os.clone()),
+            os_unavailable: String::new(),
+            rebooter: Some(self.rebooter.clone()),
+            no_reboot: String::new(),
+        };
+        let opts = EngineOptions {
+            boot_id_file: self.boot_file.clone(),
+            ..EngineOptions::default()
+        };
+        let engine = Engine::new(self.root(), seams, opts, self.cluster.clone()).unwrap();
+        engine.reporter().add_observer(metrics.observer());
+        engine
+    }
+
+    /// The node is in `mc` (as Ignition left it).
+    async fn provision(&self, mc: &MachineConfig) {
+        let root = self.root();
+        let options = crate::apply::ApplyOptions {
+            field_prefix: "$.spec.config",
+            write_all: false,
+            first_application: true,
+        };
+        let units = crate::units::OfflineUnits::new(&root);
+        crate::apply::apply(
+            &root,
+            &machine_config::Config::empty(),
+            &mc.ignition().unwrap(),
+            &options,
+            &units,
+        )
+        .await
+        .unwrap();
+        crate::input::write_current(&root, mc).unwrap();
+    }
+
+    /// The staged deployment boots; the boot id changes.
+    fn reboot(&self, n: u32) {
+        self.os.reboot();
+        fs::write(&self.boot_file, format!("boot-{n}\n")).unwrap();
+    }
+}
+
+/// A MachineConfig with these files (mode 0644) and kernel arguments, on [`IMAGE`].
+fn mc(name: &str, files: &[(&str, &str)], kargs: &[&str]) -> MachineConfig {
+    let files: Vec<_> = files
+        .iter()
+        .map(|(path, contents)| {
+            json!({
+                "path": path,
+                "mode": 420,
+                "overwrite": true,
+                "contents": {"source": format!("data:,{}", utf8_percent_encode(contents, NON_ALPHANUMERIC))},
+            })
+        })
+        .collect();
+    MachineConfig::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "osImageURL": IMAGE,
+            "kernelArguments": kargs,
+            "config": {"ignition": {"version": "3.2.0"}, "storage": {"files": files}},
+        },
+    }))
+    .unwrap()
+}
+
+fn served_only() -> MetricsArgs {
+    MetricsArgs {
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        kubelet_healthz_enabled: false,
+        ..MetricsArgs::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
+    let node = Node::new();
+    let metrics = start(&served_only(), &node.root()).await.unwrap();
+    let s = scrape(&metrics).await;
+    assert_eq!(
+        value(
+            &s,
+            "mcd_host_os_and_version",
+            &[("os", "RHCOS"), ("version", "4.18")]
+        ),
+        Some(1.0)
+    );
+    for zero in [
+        "mcd_reboots_failed_total",
+        "mcd_pivot_errors_total",
+        "mcd_kubelet_state",
+        "mcd_config_drift",
+    ] {
+        assert_eq!(value(&s, zero, &[]), Some(0.0), "{zero}");
+    }
+
+    // A rebootless update (crio reload).
+    node.provision(&mc("rendered-0", &[(CRIO_POLICY, "{}\n")], &[]))
+        .await;
+    let a = mc("rendered-a", &[(CRIO_POLICY, "{\"default\":[]}\n")], &[]);
+    let started = super::unix_now();
+    assert_eq!(
+        node.engine(&metrics).update(&a, false).await.outcome,
+        Outcome::Done
+    );
+    let s = scrape(&metrics).await;
+    let state = series(&s, "mcd_state");
+    assert_eq!(state.len(), 1, "{state:?}");
+    assert_eq!(state[0].labels["state"], "Done");
+    assert_eq!(state[0].labels["reason"], "");
+    assert!(state[0].value >= started.floor(), "{state:?}");
+    let update = series(&s, "mcd_update_state");
+    assert_eq!(update.len(), 1, "{update:?}");
+    assert_eq!(update[0].labels["config"], "MachineConfig: rendered-a");
+    assert_eq!(update[0].labels["err"], "");
+    assert_eq!(
+        value(&s, "mco_agent_updates_total", &[("result", "Done")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_update_duration_seconds_count",
+            &[("result", "Done")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_drain_duration_seconds_count",
+            &[("result", "success")]
+        ),
+        None
+    );
+
+    // A reboot update whose kernel-argument change fails: drained, then rolled back.
+    let b = mc(
+        "rendered-b",
+        &[(CRIO_POLICY, "{\"default\":[]}\n"), (REBOOT_FILE, "b\n")],
+        &["nosmt"],
+    );
+    node.os
+        .fail_next("KernelArgs", "error: Invalid kernel argument");
+    let r = node.engine(&metrics).update(&b, false).await;
+    let Outcome::Degraded(reason) = &r.outcome else {
+        panic!("{r:?}")
+    };
+    let s = scrape(&metrics).await;
+    assert_eq!(value(&s, "mcd_pivot_errors_total", &[]), Some(1.0));
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_drain_duration_seconds_count",
+            &[("result", "success")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mcd_state",
+            &[("state", "Degraded"), ("reason", reason)]
+        )
+        .map(|v| v > 0.0),
+        Some(true),
+        "{:?}",
+        series(&s, "mcd_state")
+    );
+    assert_eq!(series(&s, "mcd_state").len(), 1);
+    assert_eq!(
+        value(
+            &s,
+            "mcd_update_state",
+            &[("config", "MachineConfig: rendered-b"), ("err", reason)]
+        )
+        .map(|v| v > 0.0),
+        Some(true),
+        "{:?}",
+        series(&s, "mcd_update_state")
+    );
+    assert_eq!(
+        value(&s, "mco_agent_updates_total", &[("result", "Degraded")]),
+        Some(1.0)
+    );
+
+    // The OS step succeeds (pivot errors back to 0), but the reboot is refused.
+    node.rebooter.refuse("Operation not permitted");
+    let r = node.engine(&metrics).update(&b, false).await;
+    assert!(matches!(r.outcome, Outcome::Degraded(_)), "{r:?}");
+    let s = scrape(&metrics).await;
+    assert_eq!(value(&s, "mcd_pivot_errors_total", &[]), Some(0.0));
+    assert_eq!(value(&s, "mcd_reboots_failed_total", &[]), Some(1.0));
+    assert_eq!(
+        value(&s, "mco_agent_updates_total", &[("result", "Degraded")]),
+        Some(2.0)
+    );
+
+    // Retried: the reboot is requested; after the boot the update is verified and Done.
+    let fresh = Arc::new(FakeRebooter::new());
+    let node = Node {
+        rebooter: fresh,
+        ..node
+    };
+    assert_eq!(
+        node.engine(&metrics).update(&b, false).await.outcome,
+        Outcome::Rebooting
+    );
+    node.reboot(2);
+    assert_eq!(
+        node.engine(&metrics).resume().await.unwrap().outcome,
+        Outcome::Done
+    );
+    let s = scrape(&metrics).await;
+    assert_eq!(
+        value(&s, "mco_agent_updates_total", &[("result", "Rebooting")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&s, "mco_agent_updates_total", &[("result", "Done")]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_update_duration_seconds_count",
+            &[("result", "Done")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mcd_update_state",
+            &[("config", "MachineConfig: rendered-b"), ("err", "")]
+        )
+        .map(|v| v > 0.0),
+        Some(true)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_drain_duration_seconds_count",
+            &[("result", "success")]
+        ),
+        Some(3.0)
+    );
+
+    // A drain that fails.
+    node.cluster.fail_drain(Some("pod apps/web-1 is protected"));
+    let c = mc(
+        "rendered-c",
+        &[(CRIO_POLICY, "{\"default\":[]}\n"), (REBOOT_FILE, "c\n")],
+        &["nosmt"],
+    );
+    let r = node.engine(&metrics).update(&c, false).await;
+    assert!(matches!(r.outcome, Outcome::Degraded(_)), "{r:?}");
+    let s = scrape(&metrics).await;
+    assert_eq!(
+        value(
+            &s,
+            "mco_agent_drain_duration_seconds_count",
+            &[("result", "failure")]
+        ),
+        Some(1.0)
+    );
+
+    // Drift, as the drift monitor reports it.
+    let engine = node.engine(&metrics);
+    let before = super::unix_now();
+    engine
+        .reporter()
+        .event(
+            "ConfigDriftDetected",
+            "content mismatch for file \"/etc/mco/reboot.conf\"",
+        )
+        .await;
+    let s = scrape(&metrics).await;
+    assert!(value(&s, "mcd_config_drift", &[]).unwrap() >= before.floor());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_metrics_are_served_and_a_busy_port_is_named() {
+    let node = Node::new();
+    let metrics = start(&served_only(), &node.root()).await.unwrap();
+    let addr = metrics.addr().unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let other = client.get(format!("http://{addr}/")).send().await.unwrap();
+    assert_eq!(other.status(), 404);
+    let busy = MetricsArgs {
+        metrics_listen: addr,
+        ..served_only()
+    };
+    let err = format!("{:#}", start(&busy, &node.root()).await.err().unwrap());
+    assert!(
+        err.contains(&format!("listening for metrics on {addr}")),
+        "{err}"
+    );
+    let off = MetricsArgs {
+        no_metrics: true,
+        ..served_only()
+    };
+    assert_eq!(start(&off, &node.root()).await.unwrap().addr(), None);
+}
+
+/// Serves `/healthz`: `ok`, or 500 while `failing`.
+async fn fake_kubelet(failing: Arc<AtomicBool>) -> std::net::SocketAddr {
+    use axum::http::StatusCode;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/healthz",
+        axum::routing::get(move || {
+            let failing = failing.clone();
+            async move {
+                if failing.load(Ordering::SeqCst) {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "unhealthy")
+                } else {
+                    (StatusCode::OK, "ok")
+                }
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_state_counts_consecutive_failed_checks() {
+    let failing = Arc::new(AtomicBool::new(true));
+    let kubelet = fake_kubelet(failing.clone()).await;
+    let node = Node::new();
+    let args = MetricsArgs {
+        kubelet_healthz_enabled: true,
+        kubelet_healthz_endpoint: format!("http://{kubelet}/healthz"),
+        kubelet_healthz_interval: Duration::from_millis(50),
+        ..served_only()
+    };
+    let metrics = start(&args, &node.root()).await.unwrap();
+    let kubelet_state = async |want: fn(f64) -> bool| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = value(&scrape(&metrics).await, "mcd_kubelet_state", &[]).unwrap();
+            if want(v) {
+                return v;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "mcd_kubelet_state stuck at {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    kubelet_state(|v| v >= 3.0).await;
+    failing.store(false, Ordering::SeqCst);
+    kubelet_state(|v| v == 0.0).await;
+    // Nothing listens any more: connection failures count too.
+    let closed = MetricsArgs {
+        kubelet_healthz_endpoint: format!("http://{}/healthz", unused_port()),
+        ..args
+    };
+    drop(metrics);
+    let metrics = start(&closed, &node.root()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while value(&scrape(&metrics).await, "mcd_kubelet_state", &[]).unwrap() < 2.0 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A loopback address nothing listens on.
+fn unused_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+#[test]
+fn the_parser_reads_escaped_labels() {
+    let s = parse("# TYPE x gauge\nx{a=\"q\\\"uote\",b=\"back\\\\slash\"} 1.5\ny 2\n# EOF\n");
+    assert_eq!(
+        value(&s, "x", &[("a", "q\"uote"), ("b", "back\\slash")]),
+        Some(1.5)
+    );
+    assert_eq!(value(&s, "y", &[]), Some(2.0));
+}
