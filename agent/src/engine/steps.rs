@@ -9,6 +9,7 @@ use machine_config::Config;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::record::{self, Step, UpdateRecord};
+use super::report::LastUpdate;
 use super::{Engine, Outcome, UpdateReport, backups, failpoint, os, post_actions};
 use crate::apply::{ApplyOptions, apply};
 use crate::input;
@@ -312,6 +313,19 @@ impl Engine {
                 &format!("Setting node, currentConfig {name} to Done"),
             )
             .await;
+        // How the update ended is in the status file before Done is: a reader that sees Done
+        // in the new config also sees the update's end.
+        let ended = record::now_ms();
+        self.reporter.update_status(&self.root, |s| {
+            let last = s.last_update.get_or_insert_with(LastUpdate::default);
+            last.from = rec.current.name().to_string();
+            last.to = name.to_string();
+            last.started_ms = rec.started_ms;
+            last.reboot = rec.reboot;
+            last.result = "Done".to_string();
+            last.ended_ms = Some(ended);
+            last.duration_ms = Some(ended.saturating_sub(rec.started_ms));
+        });
         self.reporter.done(&self.root, name).await;
         Outcome::Done
     }
