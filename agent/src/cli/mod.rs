@@ -33,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: follow the desired config and keep the node in it.
-    Start(start::Args),
+    Start(Box<start::Args>),
     /// Apply a MachineConfig (YAML or JSON) or an Ignition config (any spec) without a cluster.
     OnceFrom(once_from::Args),
     /// Check the on-disk state against a config: exit 0 when it matches, 1 with every mismatch.

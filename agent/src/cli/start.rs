@@ -14,6 +14,7 @@ use crate::daemon::source::{ConfigSource, FileSource};
 use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
 use crate::engine::live::{self, SeamOptions};
 use crate::engine::{ClusterReport, Engine, EngineOptions, NoCluster};
+use crate::metrics::{self, MetricsArgs};
 use crate::rootfs::Root;
 
 /// Arguments of `start`.
@@ -53,6 +54,9 @@ pub struct Args {
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
+    /// Metrics and the kubelet health check.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 /// Runs the daemon until SIGTERM.
@@ -129,6 +133,19 @@ async fn run_daemon(args: &Args) -> Result<()> {
         None => Arc::new(NoCluster),
     };
     let engine = Engine::new(root, seams, opts, cluster)?;
+    // Metrics are informational: a port someone else holds does not stop the agent.
+    let metrics = match metrics::start(&args.metrics, engine.root()).await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "metrics are not served");
+            let without = MetricsArgs {
+                no_metrics: true,
+                ..args.metrics.clone()
+            };
+            metrics::start(&without, engine.root()).await?
+        }
+    };
+    engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     let mut daemon = match &api {
         Some(api) => {

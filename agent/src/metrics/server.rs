@@ -28,7 +28,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8797";
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
-    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "MCO_METRICS_LISTEN", default_value = DEFAULT_LISTEN)]
     pub metrics_listen: SocketAddr,
     /// Do not serve metrics.
     #[arg(long)]
