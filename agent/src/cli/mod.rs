@@ -6,6 +6,7 @@ pub mod diff;
 pub mod drain;
 pub mod once_from;
 pub mod start;
+pub mod status;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -44,6 +45,9 @@ pub enum Command {
     Drain(drain::DrainArgs),
     /// Make the node schedulable again.
     Uncordon(drain::UncordonArgs),
+    /// Where the node stands: state, current and desired config, last update, update in
+    /// progress, deployments (from the agent's files; works without the daemon).
+    Status(status::Args),
 }
 
 /// Runs the parsed command line.
@@ -55,6 +59,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Diff(args) => diff::run(&args),
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
+        Command::Status(args) => status::run(&args),
     }
 }
 
