@@ -125,4 +125,22 @@ impl Vm {
         .context("installing the rpm-ostree stand-in in the guest")?;
         Ok(())
     }
+
+    /// Enables and starts `mco-agent.service` (Type=notify: `systemctl` returns once the agent
+    /// said READY=1) and checks that it runs.
+    pub fn start_agent_unit(&mut self) -> Result<()> {
+        let started = self.exec("systemctl enable --now mco-agent.service")?;
+        // key=value lines, in systemd's order
+        let state =
+            self.run("systemctl show -p ActiveState -p SubState -p NRestarts mco-agent.service")?;
+        let mut state: Vec<&str> = state.lines().collect();
+        state.sort_unstable();
+        ensure!(
+            started.success() && state == ["ActiveState=active", "NRestarts=0", "SubState=running"],
+            "mco-agent.service did not start ({}, {state:?}):\n{}",
+            started.stderr.trim(),
+            self.run("journalctl -b -u mco-agent.service -o cat | tail -40")?
+        );
+        Ok(())
+    }
 }
