@@ -60,6 +60,8 @@ pub struct Shared {
     active: tokio::sync::Mutex<Option<Arc<Txn>>>,
     next_txn: AtomicU64,
     rebooting: AtomicBool,
+    /// The method of every transaction started, in order.
+    started: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -159,7 +161,12 @@ impl Shared {
         }
         let id = self.next_txn.fetch_add(1, Ordering::SeqCst) + 1;
         tracing::info!(txn = id, method = req.method, sender = %req.sender, "new transaction");
+        let method = req.method;
         let txn = Txn::create(self, id, req).await?;
+        self.started
+            .lock()
+            .expect("started lock")
+            .push(method.to_string());
         let address = txn.address.clone();
         *active = Some(txn);
         drop(active);
@@ -263,6 +270,7 @@ impl Daemon {
             active: tokio::sync::Mutex::new(None),
             next_txn: AtomicU64::new(0),
             rebooting: AtomicBool::new(false),
+            started: Mutex::new(Vec::new()),
         });
         // Fail early, with the path, if the sysroot cannot be read.
         shared
@@ -299,6 +307,12 @@ impl Daemon {
             .collect();
         ids.sort();
         ids
+    }
+
+    /// The method of every transaction started so far (`Rebase`, `KernelArgs`, ...), in order;
+    /// a client that joined a running transaction started none.
+    pub fn transactions(&self) -> Vec<String> {
+        self.shared.started.lock().expect("started lock").clone()
     }
 
     /// The active transaction's address, if any.
