@@ -80,6 +80,9 @@ use crate::units::UnitEnablement;
 
 pub use failpoints::{POINTS as FAILPOINTS, failpoint};
 pub use observe::{Observation, Observer};
+pub use os::{
+    describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
+};
 pub use record::{Step, UpdateRecord};
 pub use report::{ClusterReport, NoCluster, NodeState, Reporter, Status};
 pub use verify::NodeValidation;

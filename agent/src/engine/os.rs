@@ -24,7 +24,7 @@ pub(crate) fn plan_changes_os(plan: &Plan) -> bool {
 }
 
 /// The OS changes of `plan`, described for messages.
-pub(crate) fn describe(plan: &Plan, old: &MachineConfig, new: &MachineConfig) -> Vec<String> {
+pub fn describe(plan: &Plan, old: &MachineConfig, new: &MachineConfig) -> Vec<String> {
     let mut out = Vec::new();
     if plan.os_update {
         out.push(format!(
@@ -57,7 +57,7 @@ pub(crate) fn describe(plan: &Plan, old: &MachineConfig, new: &MachineConfig) ->
 
 /// The deployment the node runs: the booted one, or on a sysroot that is not booted (a test
 /// or `--root` sysroot) the default one, which is what would boot.
-pub(crate) async fn running(os: &dyn OsUpdater) -> Result<Deployment> {
+pub async fn running(os: &dyn OsUpdater) -> Result<Deployment> {
     let status = os.status().await.context("reading the deployments")?;
     status
         .booted_or_default()
@@ -66,7 +66,7 @@ pub(crate) async fn running(os: &dyn OsUpdater) -> Result<Deployment> {
 }
 
 /// Stages the OS changes of `plan` (from `old` to `new`); returns what was done.
-pub(crate) async fn stage(
+pub async fn stage(
     os: &dyn OsUpdater,
     plan: &Plan,
     old: &MachineConfig,
