@@ -32,6 +32,12 @@ for unit in mco-agent mco-firstboot; do
   [ -x "$r$exe" ] || fail "$unit.service: ExecStart $exe is not installed by this check"
 done
 "$r/usr/bin/mco-agent" --help >/dev/null || fail "mco-agent --help fails"
+# mco-firstboot takes the unit's flags: on a root without an encapsulated config it has nothing to do
+fb_args=$(sed -n 's|^ExecStart=/usr/libexec/mco-firstboot||p' "$HERE/mco-firstboot.service")
+# shellcheck disable=SC2086 # the unit's arguments, split as systemd splits them (no quoting there)
+fb_out=$("$r/usr/libexec/mco-firstboot" $fb_args --root "$r" 2>&1) ||
+  fail "mco-firstboot $fb_args fails: $fb_out"
+grep -q '^first boot is complete: no ' <<<"$fb_out" || fail "mco-firstboot $fb_args: $fb_out"
 
 # the preset enables both units; enabling creates the wants/requires links of [Install]
 systemctl --root="$r" preset mco-agent.service mco-firstboot.service >/dev/null 2>&1 ||
