@@ -20,6 +20,14 @@ impl Daemon {
             Ok(mc) => mc,
             Err(e) => return self.fetch_failed(name.as_deref(), e).await,
         };
+        // What the node should be in, for `status`, also while it is in it already.
+        if self.engine.reporter().status().desired.as_deref() != Some(desired.name()) {
+            self.engine
+                .reporter()
+                .update_status(self.engine.root(), |s| {
+                    s.desired = Some(desired.name().to_string())
+                });
+        }
         let current = match input::read_current(self.engine.root()) {
             Ok(c) => c,
             Err(e) => return self.failed(format!("{e:#}")).await,
