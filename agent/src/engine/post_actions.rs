@@ -53,6 +53,10 @@ pub(crate) async fn run(
             _ => {}
         }
         let Some(systemd) = systemd else {
+            tracing::info!(
+                action = what,
+                "skipped: no live systemd for an alternate root"
+            );
             out.skipped
                 .push(format!("{what} (no live systemd for an alternate root)"));
             continue;
