@@ -12,6 +12,9 @@ tests/vm/build-image.sh rootfs
 cargo nextest run --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 
+# The README's main job: the companion, the agent and status on a sandbox root (target/demo/).
+examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; exit 1; }
+
 # Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step.
 cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
 
