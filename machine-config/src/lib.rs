@@ -19,7 +19,7 @@
 //!   is `operator.openshift.io/v1`, not the MCO's own).
 //!
 //! # Updates
-//! - [`reconcile`]`(old, new, arch)`: the MCD's in-place rules and reason strings
+//! - [`reconcile()`]`(old, new, arch)`: the MCD's in-place rules and reason strings
 //!   ([`Unreconcilable`] displays as `can't reconcile config A with B: ...`).
 //! - [`Plan::new`]`(old, new, &PolicyOptions)`: files/units added/changed/removed, passwd, OS
 //!   update, kernel type, extension packages, FIPS, the `rpm-ostree kargs` argv ([`kargs`]),

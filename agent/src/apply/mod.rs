@@ -1,5 +1,5 @@
 //! Applying a config to a root: the current→desired change (so rolling back is applying
-//! desired→current). Everything is decoded and checked first ([`prepare`]); bad input changes
+//! desired→current). Everything is decoded and checked first (`prepare`); bad input changes
 //! nothing. Then, in the MCD's order: files, units and drop-ins, stale data (files, drop-ins and
 //! units the desired config dropped: originals restored or paths deleted), unit enablement,
 //! `core`'s SSH keys and password. Directories and links are written only on a first

@@ -1,5 +1,5 @@
 //! The update engine: one explicit state enum ([`record::Step`]), one transition function
-//! ([`Engine::transition`], in `steps.rs`), the update in progress persisted before every
+//! (`Engine::transition`, in `steps.rs`), the update in progress persisted before every
 //! step that can be interrupted ([`record`]). `once-from`, the daemon (`start`) and the
 //! first-boot binary drive it.
 //!
