@@ -231,7 +231,9 @@ impl Node {
         }
     }
 
-    /// Starts `mco-agent start` with `extra` arguments; its log goes to `agent-<n>.log`.
+    /// Starts `mco-agent start` with `env` added to its environment; its log goes to
+    /// `agent-<n>.log`. Metrics are served on an ephemeral port (tests run in parallel: none
+    /// may hold the default 8797), unless `env` sets `MCO_METRICS_LISTEN` (a metrics test).
     pub fn start_agent(&mut self, env: &[(&str, &str)]) {
         assert!(self.agent.is_none(), "the agent is already running");
         self.starts += 1;
@@ -266,6 +268,11 @@ impl Node {
         if let Some((_, kubeconfig)) = &self.cluster {
             cmd.arg("--kubeconfig").arg(kubeconfig);
         }
+        // the environment variable only counts when the option is not given
+        if !env.iter().any(|(k, _)| *k == "MCO_METRICS_LISTEN") {
+            cmd.args(["--metrics-listen", "127.0.0.1:0"]);
+        }
+        cmd.env_remove("MCO_METRICS_LISTEN");
         for (k, v) in env {
             cmd.env(k, v);
         }
