@@ -43,7 +43,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .build()?;
     let report = runtime.block_on(once_from(&args.root, &desired, &opts))?;
     let mut code = ExitCode::SUCCESS;
-    for update in report.resumed.iter().chain(&report.update) {
+    let resumed = report.resumed.iter().map(|u| (u, true));
+    for (update, resumed) in resumed.chain(report.update.iter().map(|u| (u, false))) {
         match &update.outcome {
             Outcome::Unreconcilable(reason) => {
                 eprintln!("error: {reason}");
@@ -58,65 +59,82 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 eprintln!("error: {}: {reason}{hint}", args.file.display());
                 code = ExitCode::from(super::EXIT_FAILURE);
             }
-            _ => print_report(update, &args.root, &report.no_reboot),
+            _ => print!(
+                "{}",
+                describe(update, &args.root, &report.no_reboot, resumed)
+            ),
         }
     }
     Ok(code)
 }
 
-fn print_report(r: &UpdateReport, root: &Path, no_reboot: &str) {
-    if r.from == EMPTY_CONFIG_NAME {
-        println!("applied {} to {} (first application)", r.to, root.display());
-    } else if r.applied.is_some() {
-        println!("applied {} to {} (was {})", r.to, root.display(), r.from);
+/// The first line: what happened to the root.
+fn headline(r: &UpdateReport, root: &Path, resumed: bool) -> String {
+    let root = root.display();
+    let first = r.from == EMPTY_CONFIG_NAME;
+    let was = if first {
+        "first application".to_string()
     } else {
-        println!(
-            "finished the update of {} from {} to {}",
-            root.display(),
-            r.from,
+        format!("was {}", r.from)
+    };
+    if r.verified {
+        format!(
+            "completed the update of {root} to {} after the reboot: verified ({was})",
             r.to
-        );
+        )
+    } else if resumed {
+        format!("resumed the recorded update of {root} to {} ({was})", r.to)
+    } else if first || r.applied.is_some() {
+        format!("applied {} to {root} ({was})", r.to)
+    } else {
+        format!("finished the update of {root} from {} to {}", r.from, r.to)
     }
+}
+
+/// What an update did, one line per fact, for a person. `resumed`: the update was recorded by
+/// an earlier run (and is finished, or found still waiting, now).
+fn describe(r: &UpdateReport, root: &Path, no_reboot: &str, resumed: bool) -> String {
+    let mut lines = vec![headline(r, root, resumed)];
     if let Some(o) = &r.applied {
-        println!(
+        lines.push(format!(
             "files: {} written, {} unchanged, {} restored, {} removed",
             o.files_written.len(),
             o.files_unchanged,
             o.files_restored.len(),
             o.files_removed.len()
-        );
+        ));
         if !o.directories.is_empty() || !o.links.is_empty() {
-            println!(
+            lines.push(format!(
                 "directories: {}, links: {}",
                 o.directories.len(),
                 o.links.len()
-            );
+            ));
         }
-        println!(
+        lines.push(format!(
             "units: {} unit files changed, {} units removed; enabled [{}], disabled [{}], preset [{}]",
             o.units_written.len(),
             o.units_removed.len(),
             o.enablement.enable.join(" "),
             o.enablement.disable.join(" "),
             o.enablement.preset.join(" ")
-        );
+        ));
         if o.ssh_keys_written || o.password_changed {
             let word = |b: bool, yes: &'static str| if b { yes } else { "unchanged" };
-            println!(
+            lines.push(format!(
                 "core: ssh keys {}, password hash {}",
                 word(o.ssh_keys_written, "written"),
                 word(o.password_changed, "changed")
-            );
+            ));
         }
         for s in &o.skipped {
-            println!("skipped: {s}");
+            lines.push(format!("skipped: {s}"));
         }
     }
     for s in &r.left_out {
-        println!("left out (--skip-os): {s}");
+        lines.push(format!("left out (--skip-os): {s}"));
     }
     for s in &r.os_changes {
-        println!("OS change staged: {s}");
+        lines.push(format!("OS change staged: {s}"));
     }
     if let Some(plan) = &r.plan {
         let actions: Vec<String> = plan
@@ -128,15 +146,73 @@ fn print_report(r: &UpdateReport, root: &Path, no_reboot: &str) {
             })
             .collect();
         if !actions.is_empty() {
-            println!("post-update actions: {}", actions.join(", "));
+            lines.push(format!("post-update actions: {}", actions.join(", ")));
         }
     }
     match r.outcome {
-        Outcome::Rebooting => println!("reboot needed: rebooting into {}", r.to),
-        Outcome::NeedsReboot => println!("reboot needed: {no_reboot}"),
-        _ => println!("no reboot needed"),
+        Outcome::Rebooting => lines.push(format!("reboot needed: rebooting into {}", r.to)),
+        Outcome::NeedsReboot => lines.push(format!("reboot needed: {no_reboot}")),
+        _ => lines.push("no reboot needed".to_string()),
     }
     for s in &r.skipped_actions {
-        println!("skipped post-update action: {s}");
+        lines.push(format!("skipped post-update action: {s}"));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_update_verified_after_the_reboot_is_completed_not_applied() {
+        let root = Path::new("/");
+        let skip = "not rebooting (--skip-reboot)";
+        let first = |outcome, verified| UpdateReport {
+            outcome,
+            verified,
+            ..UpdateReport::new(EMPTY_CONFIG_NAME, "rendered-2")
+        };
+        let second = |outcome, verified| UpdateReport {
+            outcome,
+            verified,
+            ..UpdateReport::new("rendered-1", "rendered-2")
+        };
+        let staged = UpdateReport {
+            outcome: Outcome::Rebooting,
+            os_changes: vec!["kernel arguments: --append=nosmt".into()],
+            ..UpdateReport::new(EMPTY_CONFIG_NAME, "rendered-2")
+        };
+        let cases = [
+            // (report, resumed, what once-from prints)
+            (
+                first(Outcome::Done, true),
+                true,
+                "completed the update of / to rendered-2 after the reboot: verified (first application)\n\
+                 no reboot needed\n",
+            ),
+            (
+                second(Outcome::Done, true),
+                true,
+                "completed the update of / to rendered-2 after the reboot: verified (was rendered-1)\n\
+                 no reboot needed\n",
+            ),
+            (
+                second(Outcome::NeedsReboot, false),
+                true,
+                "resumed the recorded update of / to rendered-2 (was rendered-1)\n\
+                 reboot needed: not rebooting (--skip-reboot)\n",
+            ),
+            (
+                staged,
+                false,
+                "applied rendered-2 to / (first application)\n\
+                 OS change staged: kernel arguments: --append=nosmt\n\
+                 reboot needed: rebooting into rendered-2\n",
+            ),
+        ];
+        for (report, resumed, want) in cases {
+            assert_eq!(describe(&report, root, skip, resumed), want, "{report:?}");
+        }
     }
 }

@@ -188,10 +188,15 @@ pub struct UpdateReport {
     pub skipped_actions: Vec<String>,
     /// Wall time of this run of the engine.
     pub duration: Duration,
+    /// The node was found running the update (booted deployment, kernel arguments, files)
+    /// after the reboot it needed, and the update was committed: it completed a recorded
+    /// update rather than applying anything.
+    pub verified: bool,
 }
 
 impl UpdateReport {
-    fn new(from: &str, to: &str) -> Self {
+    /// A report of an update from `from` to `to` that has done nothing yet (outcome Done).
+    pub fn new(from: &str, to: &str) -> Self {
         UpdateReport {
             from: from.to_string(),
             to: to.to_string(),
@@ -203,6 +208,7 @@ impl UpdateReport {
             actions: Vec::new(),
             skipped_actions: Vec::new(),
             duration: Duration::ZERO,
+            verified: false,
         }
     }
 }

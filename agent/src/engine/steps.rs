@@ -266,7 +266,9 @@ impl Engine {
                 config = rec.desired.name(),
                 "the update took: booted deployment, kernel arguments and files match"
             );
-            return Next::Finish(self.complete(rec).await);
+            let outcome = self.complete(rec).await;
+            ctx.report.verified = matches!(outcome, Outcome::Done);
+            return Next::Finish(outcome);
         }
         let reason = format!(
             "update to {} did not take after the reboot: {}",

@@ -212,7 +212,10 @@ fn finish_update(vm: &mut Vm, file: &str, config: &str) -> Result<()> {
     );
     let finished = vm.run(&format!("mco-agent once-from /mnt/host/{file}"))?;
     ensure!(
-        finished.contains("no reboot needed") && !finished.contains("files:"),
+        finished.starts_with(&format!(
+            "completed the update of / to {config} after the reboot: verified"
+        )) && finished.contains("no reboot needed")
+            && !finished.contains("files:"),
         "once-from after the reboot (nothing left to write):\n{finished}"
     );
     ensure!(vm.run(&format!("cat {current}"))?.contains(&quoted));

@@ -36,6 +36,7 @@ async fn a_kargs_change_stages_reboots_and_commits_only_after_the_boot_is_verifi
     let before = node.os.calls().len();
     let report = node.engine().update(&b(), false).await;
     assert_eq!(report.outcome, Outcome::Rebooting, "{report:?}");
+    assert!(!report.verified);
     assert_eq!(
         node.os.calls()[before..]
             .iter()
@@ -72,6 +73,8 @@ async fn a_kargs_change_stages_reboots_and_commits_only_after_the_boot_is_verifi
     node.reboot(false);
     let report = node.engine().resume().await.unwrap();
     assert_eq!(report.outcome, Outcome::Done, "{report:?}");
+    // the report says it verified a recorded update (once-from words it so)
+    assert!(report.verified && report.applied.is_none(), "{report:?}");
     assert_eq!(node.current().as_deref(), Some("rendered-b"));
     assert_eq!(node.recorded_step(), None);
     assert_eq!(
@@ -103,6 +106,7 @@ async fn a_reboot_that_did_not_take_degrades_with_what_is_missing_and_never_comm
             "update to rendered-b did not take after the reboot: missing expected kernel arguments: [mitigations=off]".into()
         )
     );
+    assert!(!report.verified);
     assert_eq!(node.current().as_deref(), Some("rendered-a"));
     assert_eq!(node.recorded_step().as_deref(), Some("NotTaken"));
     assert_eq!(node.cluster.last_state().unwrap().0, NodeState::Degraded);
