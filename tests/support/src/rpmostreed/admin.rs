@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use ostree::gio;
 
 use super::ops::{CleanupOp, Context, FinalizeOp, Outcome};
-use super::origin::{Base, Origin, image_digest, image_name};
 use super::snapshot::STAGED_LOCKED_PATH;
 
 pub(super) fn cleanup(ctx: &Context<'_>, op: &CleanupOp) -> Result<(), String> {
@@ -70,15 +69,10 @@ pub(super) fn finalize(ctx: &Context<'_>, op: &FinalizeOp) -> Result<Outcome, St
             ctx.osname
         ));
     }
-    // For a container base rpm-ostree compares the image digest, else the commit.
-    let checksum = default
-        .origin()
-        .and_then(|kf| Origin::from_keyfile(&kf).ok())
-        .and_then(|o| match o.base() {
-            Ok(Base::Container(r)) => image_digest(image_name(&r)).map(str::to_string),
-            _ => None,
-        })
-        .unwrap_or_else(|| default.csum().to_string());
+    // rpm-ostree compares the *base* checksum: the commit under client-side layering, else the
+    // deployment's own commit (also for a container image: its commit, not its digest). The
+    // stand-in records package layering in the origin only, so the commit is always the base.
+    let checksum = default.csum().to_string();
     match &op.checksum {
         None if !op.allow_missing_checksum => return Err("Missing expected checksum".into()),
         Some(want) if *want != checksum => {

@@ -28,7 +28,13 @@
 //!   new deployment's origin (`[packages] requested=`, `[overrides] remove=`) and reported as
 //!   `requested-packages`, `requested-base-removals` and `packages`;
 //! - the old refspec is not purged after a rebase (`skip-purge` is always in effect);
-//! - reboots (`reboot` options, `FinalizeDeployment`) are requested from logind on the bus;
+//! - `lock-finalization` creates libostree's `/run/ostree/staged-deployment-locked` (2022.7 has
+//!   no staging option for it), so `ostree admin finalize-staged` leaves the deployment out;
+//!   `FinalizeDeployment` removes it, checking its `checksum` option against the staged
+//!   deployment's commit as rpm-ostree checks the base commit (the stand-in never layers for
+//!   real, so the commit is the base, for a container image too);
+//! - reboots (`reboot` options, `FinalizeDeployment`) are requested from logind on the bus,
+//!   after `Finished`;
 //! - `Cleanup` on a sysroot that is not booted anchors "pending" and "rollback" at libostree's
 //!   merge deployment instead of the (absent) booted one.
 
