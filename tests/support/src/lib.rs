@@ -1,6 +1,6 @@
 //! Test support, never shipped: shared fixtures (a private system bus, an ostree sysroot, a
 //! booted systemd container), stand-ins for services these machines do not have (rpm-ostree,
-//! a Kubernetes API server, logind) and TLS material for tests.
+//! a Kubernetes API server, logind, systemd's manager) and TLS material for tests.
 
 pub mod apiserver;
 pub mod child;
@@ -9,4 +9,5 @@ pub mod logind;
 pub mod nspawn;
 pub mod rpmostreed;
 pub mod sysroot;
+pub mod systemd;
 pub mod tls;

@@ -55,7 +55,11 @@ impl TestSysroot {
         std::fs::create_dir_all(&bin_dir)?;
         let name = program.file_name().context("program has no file name")?;
         let copy = bin_dir.join(name);
-        std::fs::copy(program, &copy)
+        // Through a new file renamed into place: the copy a previous simulation ran may still be
+        // executing (being killed), and a running binary cannot be opened for writing.
+        let partial = bin_dir.join(format!(".{}.partial", name.to_string_lossy()));
+        std::fs::copy(program, &partial)
+            .and_then(|_| std::fs::rename(&partial, &copy))
             .with_context(|| format!("copying {} into the test sysroot", program.display()))?;
         for p in [&copy, &self.sysroot] {
             if !p.starts_with("/tmp") {
