@@ -107,6 +107,8 @@ pub fn read_sysroot(path: &Path) -> Result<SysrootState, OsError> {
             id: format!("{}-{}.{}", d.osname(), checksum, d.deployserial()),
             osname: d.osname().to_string(),
             serial: d.deployserial(),
+            // Layering is rpm-ostree's business; libostree alone does not say.
+            base_checksum: None,
             version,
             timestamp,
             origin: get("origin", "refspec").or_else(|| get("origin", "baserefspec")),

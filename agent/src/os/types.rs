@@ -11,6 +11,9 @@ pub struct Deployment {
     pub osname: String,
     /// The deployed commit.
     pub checksum: String,
+    /// The base commit under client-side package layering (rpm-ostree's `base-checksum`, only
+    /// present for a layered deployment).
+    pub base_checksum: Option<String>,
     pub serial: i32,
     /// The commit's `version` metadata.
     pub version: Option<String>,
@@ -36,6 +39,12 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// What `FinalizeDeployment`'s `checksum` option is compared with: the base commit of a
+    /// layered deployment, else the deployment's commit.
+    pub fn finalize_checksum(&self) -> &str {
+        self.base_checksum.as_deref().unwrap_or(&self.checksum)
+    }
+
     /// The OS image URL this deployment runs, the way the MCD derives it: the container image
     /// reference without its ostree (and containers) transport, else a `pivot://` custom origin.
     pub fn image_url(&self) -> Option<String> {

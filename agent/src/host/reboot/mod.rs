@@ -1,16 +1,22 @@
-//! The `Rebooter` seam: reboot through logind, without losing a staged deployment and
-//! without bypassing inhibitor locks.
+//! The `Rebooter` seam: reboot without losing a staged deployment and without bypassing
+//! inhibitor locks.
 //!
-//! Before asking logind to reboot, [`LogindRebooter`]
-//! 1. makes sure `ostree-finalize-staged.service` is active when a staged ostree deployment
-//!    exists: that unit writes the staged deployment out when it is stopped at shutdown, so
-//!    rebooting while it is inactive silently drops the update (the MCD works around the same
-//!    problem, OCPBUGS-51150, by ordering its reboot unit after the service);
+//! [`LogindRebooter`] first finds out what is staged for the next boot (from rpm-ostree when it
+//! has a connection to it, [`LogindRebooter::with_os_updater`], else from ostree's
+//! `/run/ostree/staged-deployment`), then
+//! 1. makes sure `ostree-finalize-staged.service` is active when a deployment is staged: that
+//!    unit writes the staged deployment out when it is stopped at shutdown, so rebooting while
+//!    it is inactive silently drops the update (the MCD works around the same problem,
+//!    OCPBUGS-51150, by ordering its reboot unit after the service);
 //! 2. reads logind's inhibitor locks: block locks on shutdown refuse the reboot, naming their
 //!    holders (logind would let root through them); delay locks are logged and honoured by
 //!    logind itself, which waits for them up to `InhibitDelayMaxUSec`;
 //! 3. records the reason in `/run/mco-agent/reboot-reason`;
-//! 4. calls `Reboot(false)`.
+//! 4. reboots: a staged deployment made with rpm-ostree's `lock-finalization` is released with
+//!    `FinalizeDeployment(checksum)`, after which rpm-ostree reboots (through systemd and
+//!    logind, so delay locks still hold the shutdown); anything else through logind's
+//!    `Reboot(false)`. A locked deployment is never rebooted away through logind: the shutdown
+//!    would drop it.
 
 mod fake;
 mod logind;
@@ -27,6 +33,7 @@ use cap_std_ext::dirext::CapStdExtDirExt;
 use tracing::{info, warn};
 
 use crate::host::systemd::{DbusSystemd, Systemd, SystemdError, UnitState};
+use crate::os::{OsError, OsUpdater};
 
 pub use fake::{FakeLoginManager, FakeRebooter};
 pub use logind::{DbusLoginManager, Inhibitor, LoginError, LoginManager};
@@ -35,6 +42,8 @@ pub use logind::{DbusLoginManager, Inhibitor, LoginError, LoginManager};
 pub const FINALIZE_STAGED_UNIT: &str = "ostree-finalize-staged.service";
 /// Present (relative to the root) while ostree has a staged deployment.
 pub const STAGED_DEPLOYMENT_MARKER: &str = "run/ostree/staged-deployment";
+/// Present (relative to the root) while the staged deployment is finalization-locked.
+pub const STAGED_LOCKED_MARKER: &str = "run/ostree/staged-deployment-locked";
 /// Where the reason of the last requested reboot is recorded (relative to the root).
 pub const REBOOT_REASON_FILE: &str = "run/mco-agent/reboot-reason";
 
@@ -78,6 +87,34 @@ pub enum RebootError {
     RecordReason { path: PathBuf, error: io::Error },
     #[error("reboot through logind failed: {0}")]
     Reboot(LoginError),
+    #[error(
+        "refusing to reboot: could not read rpm-ostree's deployments to find a staged one: {0}"
+    )]
+    OsStatus(Box<OsError>),
+    #[error(
+        "refusing to reboot: the staged deployment is finalization-locked ({}) and only \
+         rpm-ostree's FinalizeDeployment releases it, but there is no connection to rpm-ostree; \
+         a reboot through logind would drop it",
+        path.display()
+    )]
+    LockedWithoutRpmOstree { path: PathBuf },
+    #[error("releasing the staged deployment {checksum} with FinalizeDeployment failed: {error}")]
+    Finalize {
+        checksum: String,
+        error: Box<OsError>,
+    },
+}
+
+/// What is staged for the next boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Staged {
+    Nothing,
+    /// Finalized by `ostree-finalize-staged.service` at shutdown.
+    Unlocked,
+    /// Kept back at shutdown until `FinalizeDeployment` with this checksum releases it.
+    Locked {
+        checksum: String,
+    },
 }
 
 /// Whether a staged deployment exists, or how to find out.
@@ -95,6 +132,7 @@ pub enum StagedDeployment {
 pub struct LogindRebooter {
     systemd: Arc<dyn Systemd>,
     login: Arc<dyn LoginManager>,
+    os: Option<Arc<dyn OsUpdater>>,
     root: PathBuf,
     staged: StagedDeployment,
 }
@@ -110,9 +148,17 @@ impl LogindRebooter {
         Self {
             systemd,
             login,
+            os: None,
             root: root.into(),
             staged: StagedDeployment::Detect,
         }
+    }
+
+    /// Reads what is staged from rpm-ostree, and releases a finalization-locked staged
+    /// deployment with `FinalizeDeployment` instead of rebooting through logind.
+    pub fn with_os_updater(mut self, os: Arc<dyn OsUpdater>) -> Self {
+        self.os = Some(os);
+        self
     }
 
     /// systemd and logind on `conn`.
@@ -133,19 +179,49 @@ impl LogindRebooter {
         Dir::open_ambient_dir(&self.root, ambient_authority())
     }
 
-    fn staged_deployment_exists(&self) -> Result<bool, RebootError> {
-        match self.staged {
-            StagedDeployment::Present => Ok(true),
-            StagedDeployment::Absent => Ok(false),
-            StagedDeployment::Detect => self
-                .open_root()
-                .and_then(|root| root.symlink_metadata_optional(STAGED_DEPLOYMENT_MARKER))
-                .map(|m| m.is_some())
-                .map_err(|error| RebootError::StagedCheck {
-                    path: self.root.join(STAGED_DEPLOYMENT_MARKER),
-                    error,
-                }),
+    /// What is staged: rpm-ostree's word when it is connected and reports a staged deployment,
+    /// else ostree's run-state files under the root (or what the caller said).
+    async fn staged(&self) -> Result<Staged, RebootError> {
+        if let Some(os) = &self.os {
+            let status = os
+                .status()
+                .await
+                .map_err(|e| RebootError::OsStatus(Box::new(e)))?;
+            if let Some(d) = status.staged() {
+                return Ok(if d.finalization_locked {
+                    Staged::Locked {
+                        checksum: d.finalize_checksum().to_owned(),
+                    }
+                } else {
+                    Staged::Unlocked
+                });
+            }
         }
+        match self.staged {
+            StagedDeployment::Present => Ok(Staged::Unlocked),
+            StagedDeployment::Absent => Ok(Staged::Nothing),
+            StagedDeployment::Detect => {
+                if !self.marker_exists(STAGED_DEPLOYMENT_MARKER)? {
+                    Ok(Staged::Nothing)
+                } else if self.os.is_none() && self.marker_exists(STAGED_LOCKED_MARKER)? {
+                    Err(RebootError::LockedWithoutRpmOstree {
+                        path: self.root.join(STAGED_LOCKED_MARKER),
+                    })
+                } else {
+                    Ok(Staged::Unlocked)
+                }
+            }
+        }
+    }
+
+    fn marker_exists(&self, marker: &str) -> Result<bool, RebootError> {
+        self.open_root()
+            .and_then(|root| root.symlink_metadata_optional(marker))
+            .map(|m| m.is_some())
+            .map_err(|error| RebootError::StagedCheck {
+                path: self.root.join(marker),
+                error,
+            })
     }
 
     /// Ensures `ostree-finalize-staged.service` is active, starting it if it is not.
@@ -244,14 +320,36 @@ pub fn recorded_reason(root: &Path) -> io::Result<Option<String>> {
 #[async_trait]
 impl Rebooter for LogindRebooter {
     async fn reboot(&self, reason: &str) -> Result<(), RebootError> {
-        if self.staged_deployment_exists()? {
+        let staged = self.staged().await?;
+        if staged != Staged::Nothing {
             self.ensure_finalize_active().await?;
         }
         self.check_inhibitors().await?;
         self.record_reason(reason)?;
-        info!(reason, "initiating reboot through logind");
-        self.login.reboot().await.map_err(RebootError::Reboot)?;
-        info!("reboot queued");
+        match (staged, &self.os) {
+            (Staged::Locked { checksum }, Some(os)) => {
+                info!(
+                    reason,
+                    checksum,
+                    "releasing the finalization-locked staged deployment (FinalizeDeployment); rpm-ostree reboots"
+                );
+                os.finalize_deployment(&checksum)
+                    .await
+                    .map_err(|error| RebootError::Finalize {
+                        checksum: checksum.clone(),
+                        error: Box::new(error),
+                    })?;
+                info!(
+                    checksum,
+                    "staged deployment released, reboot queued by rpm-ostree"
+                );
+            }
+            _ => {
+                info!(reason, "initiating reboot through logind");
+                self.login.reboot().await.map_err(RebootError::Reboot)?;
+                info!("reboot queued");
+            }
+        }
         Ok(())
     }
 }

@@ -4,14 +4,16 @@ use crate::host::systemd::{ActiveState, FakeSystemd, JobKind, SystemdCall};
 
 use super::*;
 
-struct Host {
-    root: tempfile::TempDir,
-    systemd: Arc<FakeSystemd>,
-    login: Arc<FakeLoginManager>,
+mod finalize;
+
+pub(super) struct Host {
+    pub root: tempfile::TempDir,
+    pub systemd: Arc<FakeSystemd>,
+    pub login: Arc<FakeLoginManager>,
 }
 
 impl Host {
-    fn new(systemd: FakeSystemd, login: FakeLoginManager) -> Self {
+    pub fn new(systemd: FakeSystemd, login: FakeLoginManager) -> Self {
         Self {
             root: tempfile::tempdir().expect("tempdir"),
             systemd: Arc::new(systemd),
@@ -19,26 +21,26 @@ impl Host {
         }
     }
 
-    fn stage_deployment(&self) {
+    pub fn stage_deployment(&self) {
         let marker = self.root.path().join(STAGED_DEPLOYMENT_MARKER);
         std::fs::create_dir_all(marker.parent().expect("parent")).expect("mkdir");
         std::fs::write(marker, b"staged").expect("marker");
     }
 
-    fn rebooter(&self) -> LogindRebooter {
+    pub fn rebooter(&self) -> LogindRebooter {
         LogindRebooter::new(self.systemd.clone(), self.login.clone(), self.root.path())
     }
 
-    fn reason(&self) -> Option<String> {
+    pub fn reason(&self) -> Option<String> {
         recorded_reason(self.root.path()).expect("read reason")
     }
 }
 
-fn finalize(state: ActiveState) -> FakeSystemd {
+pub(super) fn finalize(state: ActiveState) -> FakeSystemd {
     FakeSystemd::new().with_unit(FINALIZE_STAGED_UNIT, state)
 }
 
-fn lock(what: &str, who: &str, mode: &str) -> Inhibitor {
+pub(super) fn lock(what: &str, who: &str, mode: &str) -> Inhibitor {
     Inhibitor {
         what: what.into(),
         who: who.into(),

@@ -48,7 +48,10 @@ pub struct ClientConfig {
     /// Stage with `lock-finalization` (`KernelArgs`, `UpdateDeployment`; a rebase then goes
     /// through `UpdateDeployment`'s `set-refspec`, since `Rebase` has no such option). A locked
     /// staged deployment is *not* finalized at shutdown: it must be released with
-    /// [`OsUpdater::finalize_deployment`](crate::os::OsUpdater::finalize_deployment), which also reboots. Off by default.
+    /// [`OsUpdater::finalize_deployment`](crate::os::OsUpdater::finalize_deployment), which
+    /// also reboots. Off by default here, so a client that reboots through logind alone never
+    /// loses its deployment; the agent's engine turns it on when it reboots
+    /// (`crate::engine::live::SeamOptions`).
     pub lock_finalization: bool,
     /// Retrying "Transaction in progress".
     pub busy_retry: Backoff,

@@ -89,6 +89,7 @@ pub fn deployment(d: &Dict) -> Result<Deployment, OsError> {
         id: req_str(d, WHAT, "id")?,
         osname: req_str(d, WHAT, "osname")?,
         checksum: req_str(d, WHAT, "checksum")?,
+        base_checksum: opt_str(d, WHAT, "base-checksum")?,
         serial,
         version: opt_str(d, WHAT, "version")?,
         timestamp,
@@ -151,7 +152,24 @@ mod tests {
         assert_eq!(dep.timestamp, Some(1700000000));
         assert_eq!(dep.image_url().as_deref(), Some("quay.io/x@sha256:1"));
         assert_eq!(dep.requested_packages, ["usbguard"]);
+        assert_eq!(dep.finalize_checksum(), "abc");
         assert_eq!(dep.custom_origin.unwrap().1, "MCO");
+    }
+
+    #[test]
+    fn a_layered_deployment_is_finalized_by_its_base_commit() {
+        let d = dict(vec![
+            ("id", Value::from("rhcos-layered.1")),
+            ("osname", Value::from("rhcos")),
+            ("checksum", Value::from("layered")),
+            ("base-checksum", Value::from("base")),
+            ("serial", Value::I32(1)),
+            ("staged", Value::Bool(true)),
+            ("finalization-locked", Value::Bool(true)),
+        ]);
+        let dep = deployment(&d).unwrap();
+        assert!(dep.staged && dep.finalization_locked);
+        assert_eq!(dep.finalize_checksum(), "base");
     }
 
     #[test]
