@@ -38,6 +38,8 @@ pub struct OnceFromOptions {
     pub skip_os: bool,
     /// Do not reboot even when the plan needs it.
     pub skip_reboot: bool,
+    /// Stage OS changes unlocked (see `engine::live::SeamOptions::lock_finalization`).
+    pub no_lock_finalization: bool,
     /// Node architecture for the reconcile check (`std::env::consts::ARCH` when empty).
     pub arch: String,
     /// Where the boot id is read (default: the kernel's).
@@ -76,6 +78,7 @@ pub async fn once_from(
             live,
             skip_os: opts.skip_os,
             no_reboot,
+            lock_finalization: !opts.no_lock_finalization,
         },
     )
     .await?;

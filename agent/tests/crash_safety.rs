@@ -3,6 +3,8 @@
 //! (`FAILPOINTS=<point>=return(kill)` makes it kill itself there), then started again. Every
 //! time, no managed file is ever half-written, and the node converges to the desired config
 //! with a status file, `currentconfig` and (with a cluster) the Node's annotations that agree.
+//! On a booted sysroot (the booted simulation), an unplanned reboot while OS changes are staged
+//! finalization-locked converges too, without a rollback or a Degraded state.
 
 #![cfg(feature = "failpoints")]
 
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use daemon_env::{Node, done_in, machine_config, secs};
 use mco_agent::cluster::annotations::{CURRENT_CONFIG, REASON, STATE};
+use mco_agent::os::OsUpdater;
 
 const FILE_A: &str = "/etc/nmstate/openshift/a.yaml";
 const FILE_B: &str = "/etc/containers/policy.json";
@@ -207,6 +210,103 @@ async fn killed_at_every_step_of_a_reboot_update_it_converges() {
         assert_converged(&node, &name, version, point);
         let options = node.os.deployments()[0].options.clone();
         assert!(options.contains(&karg), "{point}: {karg} not in {options}");
+    }
+    node.stop().await;
+}
+
+/// The ignored child test that runs the rpm-ostree stand-in in the booted simulation.
+const BOOTED_STANDIN: &str = "booted_standin";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the rpm-ostree stand-in of the booted crash-safety test, which runs it"]
+async fn booted_standin() {
+    os_env::booted_standin_main().await;
+}
+
+/// An OS image (pinned by digest) the booted stand-in maps to a new commit of the sysroot.
+fn os_image(node: &Node, version: u32) -> String {
+    let image = format!("quay.io/example/fakeos@sha256:{version:064x}");
+    let rev = format!("fakeos/v{version}");
+    node.os
+        .sysroot
+        .commit(&rev, &format!("{version}.0"))
+        .unwrap();
+    node.os.map_image(&image, &rev);
+    image
+}
+
+/// On a booted node, OS changes are staged finalization-locked: a reboot nobody asked for
+/// between the rebase and the kernel arguments (or before the reboot was asked for) drops them,
+/// the old deployment boots, and the agent stages them again, releases them with
+/// `FinalizeDeployment` and converges, without a rollback or a Degraded state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unplanned_reboot_while_locked_staged_converges_without_degrading() {
+    let mut node = Node::new_booted(&[("00-base.yaml", &config(0, &[]))], BOOTED_STANDIN).await;
+    node.start_agent(&[]);
+    node.wait_status("provisioned", secs(60), done_in(&node.rendered_name()))
+        .await;
+    node.kill_agent().await;
+    let mut reboots = 0;
+    for (version, point) in [(1, "engine::os-rebased"), (2, "engine::reboot-recorded")] {
+        let image = os_image(&node, version);
+        let karg = format!("mco.locked={version}");
+        let yaml = config(version, &[&karg]).replacen(
+            "spec:\n",
+            &format!("spec:\n  osImageURL: {image}\n"),
+            1,
+        );
+        node.write_manifest("00-base.yaml", &yaml);
+        let name = node.target_rendered().await;
+        crash_at(&mut node, point).await;
+        let client = node.os.client().await;
+        let staged = client.status().await.unwrap().staged().cloned();
+        client.close().await.unwrap();
+        let staged = staged.unwrap_or_else(|| panic!("{point}: nothing staged\n{}", node.logs()));
+        assert!(staged.finalization_locked, "{point}: {staged:?}");
+
+        // The unplanned reboot: the locked deployment is dropped, the old one boots again.
+        node.reboot_os().await;
+        let booted = node.os.deployments()[0].clone();
+        assert!(!booted.options.contains(&karg), "{point}: {booted:?}");
+
+        // The agent stages again and releases the deployment: rpm-ostree asks logind.
+        node.start_agent(&[]);
+        let deadline = std::time::Instant::now() + secs(60);
+        while node.logind.reboots() == reboots {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{point}: no reboot requested\n{}",
+                node.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        reboots += 1;
+        node.kill_agent().await;
+        node.reboot_os().await;
+        node.start_agent(&[]);
+        node.wait_status(point, secs(60), done_in(&name)).await;
+        node.kill_agent().await;
+        assert_converged(&node, &name, version, point);
+        let booted = node.os.deployments()[0].clone();
+        assert!(booted.options.contains(&karg), "{point}: {booted:?}");
+        assert_eq!(
+            booted
+                .origin_value("origin", "container-image-reference")
+                .as_deref(),
+            Some(format!("ostree-unverified-registry:{image}").as_str()),
+            "{point}"
+        );
+        assert_eq!(node.logind.reboots(), reboots, "{point}: one reboot");
+        assert!(
+            node.logs().contains("staging them again"),
+            "{point}: not staged again\n{}",
+            node.logs()
+        );
+        assert!(
+            !node.logs().contains("-> Degraded"),
+            "{point}: the node was Degraded on the way\n{}",
+            node.logs()
+        );
     }
     node.stop().await;
 }

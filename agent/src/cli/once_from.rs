@@ -20,6 +20,10 @@ pub struct Args {
     /// Do not reboot even if the plan needs it (say so instead).
     #[arg(long)]
     pub skip_reboot: bool,
+    /// Stage OS changes without rpm-ostree's lock-finalization (by default they are locked
+    /// until the reboot releases them with FinalizeDeployment, when once-from reboots).
+    #[arg(long)]
+    pub no_lock_finalization: bool,
     /// Leave out OS changes (image, kernel arguments, kernel type, extensions) instead of
     /// refusing the config when rpm-ostree cannot make them.
     #[arg(long)]
@@ -35,6 +39,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let opts = OnceFromOptions {
         skip_os: args.skip_os,
         skip_reboot: args.skip_reboot,
+        no_lock_finalization: args.no_lock_finalization,
         arch: String::new(),
         boot_id_file: args.boot_id_file.clone(),
     };

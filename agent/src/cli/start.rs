@@ -51,6 +51,11 @@ pub struct Args {
     /// Do not reboot even if an update needs it (the update then waits for a reboot).
     #[arg(long)]
     pub skip_reboot: bool,
+    /// Stage OS changes without rpm-ostree's lock-finalization, so that any reboot finalizes
+    /// them (by default they are locked until the agent releases them with
+    /// FinalizeDeployment, and a reboot the agent did not ask for drops them).
+    #[arg(long, env = "MCO_AGENT_NO_LOCK_FINALIZATION")]
+    pub no_lock_finalization: bool,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
@@ -118,6 +123,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
             live,
             skip_os: false,
             no_reboot: args.skip_reboot.then(|| "--skip-reboot".to_string()),
+            lock_finalization: !args.no_lock_finalization,
         },
     )
     .await?;

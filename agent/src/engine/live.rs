@@ -17,7 +17,7 @@ use crate::os::{ClientConfig, DbusOsUpdater};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What to connect.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SeamOptions {
     /// The root is the running host (`/`): units through systemd, post-config actions run.
     pub live: bool,
@@ -25,6 +25,22 @@ pub struct SeamOptions {
     pub skip_os: bool,
     /// Never reboot, and say why (`--skip-reboot`, `an alternate root is never rebooted`).
     pub no_reboot: Option<String>,
+    /// Stage OS changes with rpm-ostree's `lock-finalization` and release them with
+    /// `FinalizeDeployment` when rebooting (see the engine's docs). On by default; it takes
+    /// effect only when the agent reboots (with `no_reboot` the staged deployment is left for
+    /// the next reboot to finalize).
+    pub lock_finalization: bool,
+}
+
+impl Default for SeamOptions {
+    fn default() -> Self {
+        SeamOptions {
+            live: false,
+            skip_os: false,
+            no_reboot: None,
+            lock_finalization: true,
+        }
+    }
 }
 
 /// Whether `root` is the running host's root directory.
@@ -57,11 +73,12 @@ pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
     } else {
         match &bus {
             Ok(conn) => {
-                let os = tokio::time::timeout(
-                    CONNECT_TIMEOUT,
-                    DbusOsUpdater::new(conn, ClientConfig::default()),
-                )
-                .await;
+                let config = ClientConfig {
+                    lock_finalization: opts.lock_finalization && opts.no_reboot.is_none(),
+                    ..ClientConfig::default()
+                };
+                let os =
+                    tokio::time::timeout(CONNECT_TIMEOUT, DbusOsUpdater::new(conn, config)).await;
                 match os {
                     Ok(Ok(os)) => seams.os = Some(Arc::new(os)),
                     Ok(Err(e)) => {
@@ -79,7 +96,11 @@ pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
     match (&opts.no_reboot, &bus) {
         (Some(why), _) => seams.no_reboot = why.clone(),
         (None, Ok(conn)) => {
-            seams.rebooter = Some(Arc::new(LogindRebooter::on_connection(conn.clone(), root)))
+            let mut rebooter = LogindRebooter::on_connection(conn.clone(), root);
+            if let Some(os) = &seams.os {
+                rebooter = rebooter.with_os_updater(os.clone());
+            }
+            seams.rebooter = Some(Arc::new(rebooter));
         }
         (None, Err(e)) => seams.no_reboot = format!("cannot reboot: {e}"),
     }

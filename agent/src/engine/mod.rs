@@ -21,9 +21,11 @@
 //! | (none) | nothing was changed, or the update completed |
 //! | `Draining` | drain again (idempotent), go on |
 //! | `Writing` | files may be half-written: roll back to the current config, retry later |
-//! | `Os` | wait for a transaction still running, roll back (`cleanup -p`, files); but after an unplanned reboot into the new deployment, verify |
+//! | `Os`, same boot | wait for a transaction still running, roll back (`cleanup -p`, files), retry |
+//! | `Os`, another boot | the deployment from before still runs (the locked staged one was dropped): stage again; the new OS runs: verify; else roll back |
 //! | `PostActions` | run the actions again (idempotent), complete |
-//! | `RebootRequested` | same boot: request the reboot again; another boot: verify |
+//! | `RebootRequested`, same boot | request the reboot again (release the staged deployment, or logind) |
+//! | `RebootRequested`, another boot | verify; but if the reboot came before ours was requested and the deployment from before still runs: stage again |
 //! | `Verifying` / `NotTaken` | verify (again) |
 //! | `RollingBack` | roll back again (idempotent) |
 //!
@@ -41,11 +43,23 @@
 //!   is never rebooted again automatically (no reboot loops). The force file or a new
 //!   desired config recover it.
 //! - An empty `osImageURL` means the config does not manage the OS image: it is not checked.
-//! - OS changes are staged without rpm-ostree's `lock-finalization`: the reboot goes through
-//!   the `Rebooter` (logind), whose checks (the finalize service is active, no block inhibitor)
-//!   apply only to a deployment the shutdown will finalize; a locked one would have to be
-//!   released with `FinalizeDeployment`, which reboots by itself past those checks. An
-//!   unplanned reboot while staging is handled by verifying what booted (see the table).
+//! - OS changes are staged with rpm-ostree's `lock-finalization` (see below), so a reboot the
+//!   agent did not ask for never boots a half-staged OS.
+//!
+//! # Finalization-locked staging
+//! Every OS transaction of an update (rebase, kernel arguments, kernel type, extensions) is
+//! staged with `lock-finalization` when the node will be rebooted by the agent
+//! ([`live::SeamOptions::lock_finalization`], on by default; `--no-lock-finalization` turns it
+//! off). ostree's `ostree-finalize-staged.service` then leaves the staged deployment out at a
+//! shutdown until it is released: the [`Rebooter`] makes its checks (finalize service active,
+//! no block inhibitor, delay locks logged, reason recorded) and releases it with
+//! `FinalizeDeployment(checksum)`, after which rpm-ostree reboots. A reboot that comes while
+//! the agent is between transactions (the image rebased, the kernel arguments not yet) drops
+//! the staged deployment instead of booting a half-applied OS: the node comes back on the
+//! deployment it ran before the update ([`UpdateRecord::os_base`]), with the desired files
+//! already written, and the engine stages the OS changes again and reboots, converging
+//! without a rollback or a Degraded state. Without a rebooter (`--skip-reboot`, an alternate
+//! root) staging is not locked, so the reboot somebody else makes finalizes it.
 
 pub mod backups;
 mod failpoints;

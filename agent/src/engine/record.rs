@@ -28,15 +28,19 @@ pub enum Step {
     Draining,
     /// Files, units and users are being written. Restart: roll back, then retry.
     Writing,
-    /// rpm-ostree is staging OS changes. Restart: wait for a transaction still running, then
-    /// roll back (`cleanup -p` and files), then retry; after an unplanned reboot into the new
-    /// deployment, verify instead.
+    /// rpm-ostree is staging OS changes. Restart in the same boot: wait for a transaction still
+    /// running, then roll back (`cleanup -p` and files), then retry. After an unplanned reboot:
+    /// stage again when the deployment from before the update still runs (the reboot dropped
+    /// a finalization-locked staged deployment, or came before anything was staged), verify
+    /// when the new OS booted, roll back otherwise.
     Os,
     /// Post-config actions (reload/restart/daemon-reload) are running; nothing else is left.
     /// Restart: run them again (idempotent), then complete.
     PostActions,
-    /// A reboot was requested in boot `boot_id`. Restart in the same boot: request it again;
-    /// in another boot: verify.
+    /// A reboot is being requested in boot `boot_id`. Restart in the same boot: request it
+    /// again; in another boot: verify, unless the reboot came before ours was requested and the
+    /// deployment from before the update still runs (a finalization-locked staged deployment
+    /// was dropped): then stage the OS changes again.
     RebootRequested,
     /// Verifying after the reboot that the OS and files took. Restart: verify again.
     Verifying,
@@ -91,6 +95,14 @@ pub struct UpdateRecord {
     pub reboot: bool,
     /// OS changes were (or are being) staged through rpm-ostree.
     pub os_staged: bool,
+    /// The deployment running when OS staging began (rpm-ostree's id). Still running after a
+    /// reboot means nothing staged took effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_base: Option<String>,
+    /// The reboot (through logind, or the release of the staged deployment with
+    /// `FinalizeDeployment`) was asked for; recorded just before asking.
+    #[serde(default)]
+    pub reboot_requested: bool,
     /// The boot in which `step` was entered.
     pub boot_id: String,
     /// When the update started (Unix milliseconds).
@@ -116,6 +128,8 @@ impl UpdateRecord {
             force: false,
             reboot: false,
             os_staged: false,
+            os_base: None,
+            reboot_requested: false,
             boot_id: boot_id.to_string(),
             started_ms: now_ms(),
             stamped: Vec::new(),

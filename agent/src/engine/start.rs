@@ -89,20 +89,11 @@ impl Engine {
         let rebooted = rec.boot_id != self.boot_id;
         let step = match rec.step {
             Step::Writing => interrupted(&mut rec, "writing files, units and users"),
-            Step::Os => {
-                let took = match &self.seams.os {
-                    Some(os) if rebooted => os::runs(os.as_ref(), &rec.desired).await,
-                    _ => false,
-                };
-                if took {
-                    tracing::info!(
-                        update = rec.describe(),
-                        "the node rebooted into the staged OS changes: verifying"
-                    );
-                    Step::Verifying
-                } else {
-                    interrupted(&mut rec, "staging OS changes")
-                }
+            Step::Os if rebooted => self.after_unplanned_reboot(&mut rec, None).await,
+            Step::Os => interrupted(&mut rec, "staging OS changes"),
+            Step::RebootRequested if rebooted && rec.os_staged && !rec.reboot_requested => {
+                self.after_unplanned_reboot(&mut rec, Some(Step::Verifying))
+                    .await
             }
             other => other,
         };
@@ -121,6 +112,44 @@ impl Engine {
         let started_ms = rec.started_ms;
         let report = self.drive(rec, ctx).await;
         self.finish(report, started_ms).await
+    }
+
+    /// Where an update goes after a reboot nobody asked for, while its OS changes were staged
+    /// or being staged. The deployment from before the update still running means nothing
+    /// staged took (a finalization-locked staged deployment is dropped by such a reboot, or
+    /// nothing was staged yet): stage again, no rollback needed since the files are already
+    /// the desired ones. The new OS running: verify. Anything else: `otherwise`, or roll back.
+    async fn after_unplanned_reboot(
+        &self,
+        rec: &mut UpdateRecord,
+        otherwise: Option<Step>,
+    ) -> Step {
+        let Some(os) = &self.seams.os else {
+            return otherwise.unwrap_or_else(|| interrupted(rec, "staging OS changes"));
+        };
+        match (&rec.os_base, os::running(os.as_ref()).await) {
+            (Some(base), Ok(running)) if *base == running.id => {
+                tracing::info!(
+                    update = rec.describe(),
+                    deployment = base,
+                    "rebooted before the OS changes were released: the deployment from before the update still runs, staging them again"
+                );
+                rec.reboot_requested = false;
+                return Step::Os;
+            }
+            (_, Err(e)) => {
+                tracing::warn!(error = %format!("{e:#}"), "reading the running deployment after the reboot")
+            }
+            _ => {}
+        }
+        if os::runs(os.as_ref(), &rec.desired).await {
+            tracing::info!(
+                update = rec.describe(),
+                "the node rebooted into the staged OS changes: verifying"
+            );
+            return Step::Verifying;
+        }
+        otherwise.unwrap_or_else(|| interrupted(rec, "staging OS changes"))
     }
 
     /// Rolls a recorded update back; `Err` with the reason when that failed.

@@ -118,6 +118,7 @@ impl Engine {
             Step::Writing => match self.write(rec, ctx).await {
                 Ok(()) if os::plan_changes_os(&ctx.plan) => {
                     rec.os_staged = true;
+                    rec.os_base = self.running_deployment_id().await;
                     Next::Step(Step::Os)
                 }
                 Ok(()) => Next::Step(after_changes(rec)),
@@ -177,6 +178,19 @@ impl Engine {
         .with_context(|| format!("applying {}", rec.desired.name()))?;
         ctx.report.applied = Some(outcome);
         failpoint("engine::written")
+    }
+
+    /// The id of the deployment the node runs now, recorded before staging (`None`, said in
+    /// the log, when it cannot be read: an unplanned reboot while staging then rolls back).
+    async fn running_deployment_id(&self) -> Option<String> {
+        let os = self.seams.os.as_ref()?;
+        match os::running(os.as_ref()).await {
+            Ok(d) => Some(d.id),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "could not read the running deployment before staging");
+                None
+            }
+        }
     }
 
     async fn stage_os(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
@@ -243,6 +257,11 @@ impl Engine {
             && let Err(e) = self.consume_force_file()
         {
             tracing::warn!(error = %format!("{e:#}"), "could not remove the force file");
+        }
+        // Recorded before asking: a reboot that comes while this is unset was not ours.
+        rec.reboot_requested = true;
+        if let Err(e) = record::store(&self.root, rec) {
+            return fail(rec, format!("{e:#}"));
         }
         match rebooter.reboot(&reason).await {
             Ok(()) => match failpoint("engine::reboot-requested") {

@@ -1,7 +1,9 @@
 //! A node for end-to-end tests of `mco-agent start`, without a VM: a temp root, a private
 //! system bus with the rpm-ostree stand-in over a real ostree sysroot and a fake logind, the
 //! companion serving a manifests directory over TLS (in this process), and the agent itself as a
-//! process (killed and restarted at will; a "reboot" is a new boot id file).
+//! process (killed and restarted at will; a "reboot" is a new boot id file). A fake systemd
+//! manager on the bus reports `ostree-finalize-staged.service` active, for the reboot checks.
+//! [`Node::new_booted`] runs the stand-in in the booted simulation instead (see `os_env`).
 
 #![allow(dead_code)]
 
@@ -16,6 +18,7 @@ use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::Standalone;
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use mco_test_support::logind::FakeLogind;
+use mco_test_support::systemd::FakeSystemdBus;
 use mco_test_support::tls::TestCa;
 use tokio::sync::watch;
 
@@ -58,6 +61,7 @@ pub struct Node {
     pub boot_file: PathBuf,
     pub os: Env,
     pub logind: FakeLogind,
+    _systemd: FakeSystemdBus,
     pub url: String,
     pub ca_file: PathBuf,
     stop_companion: watch::Sender<bool>,
@@ -75,10 +79,35 @@ impl Node {
     /// Everything up, the manifests directory holding `manifests` (file name, YAML); the agent
     /// not started yet.
     pub async fn new(manifests: &[(&str, &str)]) -> Node {
-        let os = Env::start(EnvOptions::default()).await;
+        Self::with_env(Env::start(EnvOptions::default()).await, manifests).await
+    }
+
+    /// [`Node::new`] with the stand-in in the booted simulation, run as `child` (an ignored test
+    /// of the current test binary calling `os_env::booted_standin_main`). Reboot it with
+    /// [`Node::reboot_os`].
+    pub async fn new_booted(manifests: &[(&str, &str)], child: &str) -> Node {
+        let os = Env::start(EnvOptions {
+            booted: Some(child),
+            ..EnvOptions::default()
+        })
+        .await;
+        Self::with_env(os, manifests).await
+    }
+
+    async fn with_env(os: Env, manifests: &[(&str, &str)]) -> Node {
         let logind = FakeLogind::start(os.bus.connect().await.unwrap())
             .await
             .unwrap();
+        let systemd = FakeSystemdBus::start(
+            os.bus.connect().await.unwrap(),
+            &[(
+                mco_agent::host::reboot::FINALIZE_STAGED_UNIT,
+                "active",
+                "exited",
+            )],
+        )
+        .await
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         crate::common::seed_root(&root);
@@ -124,6 +153,7 @@ impl Node {
             boot_file,
             os,
             logind,
+            _systemd: systemd,
             url,
             ca_file,
             stop_companion,
@@ -321,6 +351,13 @@ impl Node {
     pub fn reboot(&mut self) {
         self.boots += 1;
         std::fs::write(&self.boot_file, format!("boot-{}\n", self.boots)).unwrap();
+    }
+
+    /// A reboot of the OS too: in the booted simulation, the shutdown finalizes a staged
+    /// deployment (unless locked) and the default deployment boots; then the boot id changes.
+    pub async fn reboot_os(&mut self) {
+        self.os.reboot().await;
+        self.reboot();
     }
 
     pub fn write_manifest(&self, name: &str, yaml: &str) {
