@@ -1,6 +1,7 @@
 //! Reading a config given on the command line: a MachineConfig (YAML or JSON) or a bare Ignition
-//! config of any supported spec, into a MachineConfig (a bare config is wrapped, named after the
-//! file), and the MachineConfig recorded in a root (`currentconfig`).
+//! config of any supported spec, from a file or an http(s) URL, into a MachineConfig (a bare
+//! config is wrapped, named after the file; a config server's answer yields the MachineConfig it
+//! carries), and the MachineConfig recorded in a root (`currentconfig`).
 
 use std::path::Path;
 
@@ -9,6 +10,7 @@ use machine_config::document::parse_value;
 use machine_config::{Config, MachineConfig, MachineConfigSpec, ParsedConfig};
 use serde_json::Value;
 
+use crate::daemon::config_server::{self, CONTENT_PATH};
 use crate::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
 
 /// Where the applied MachineConfig is recorded, inside the root.
@@ -45,6 +47,24 @@ impl LoadedConfig {
             );
         }
         let parsed = ParsedConfig::from_value(value.clone())?;
+        if parsed
+            .config
+            .storage
+            .files
+            .iter()
+            .any(|f| f.path == CONTENT_PATH)
+        {
+            // A config server's answer: the rendered MachineConfig is the file it appends.
+            let mc = config_server::served_machine_config(bytes).context(
+                "a config server's answer (an Ignition config with the MachineConfig it serves)",
+            )?;
+            tracing::info!(
+                config = mc.name(),
+                "applying the MachineConfig a config server's answer carries"
+            );
+            return Self::from_bytes(path, mc.to_json().as_bytes())
+                .with_context(|| format!("the MachineConfig in {CONTENT_PATH}"));
+        }
         warn_unused(&parsed);
         let name = name_for(path);
         let mc = MachineConfig::new(
@@ -65,6 +85,31 @@ impl LoadedConfig {
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         Self::from_bytes(path, &bytes).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Reads `source`: a file, or an `http://`/`https://` URL fetched as the agent asks a config
+    /// server (the Ignition Accept header; `ca`, a PEM bundle, is the only CA trusted for https
+    /// when given, else the system's trust store). Nothing is written anywhere.
+    pub async fn load(source: &str, ca: Option<&Path>) -> Result<Self> {
+        if !(source.starts_with("https://") || source.starts_with("http://")) {
+            if let Some((scheme, _)) = source.split_once("://")
+                && !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'+')
+            {
+                anyhow::bail!("{source}: a {scheme}:// URL; only http:// and https:// are fetched");
+            }
+            if ca.is_some() {
+                anyhow::bail!("--ca is for an https:// URL; {source} is a file");
+            }
+            return Self::read(Path::new(source));
+        }
+        let url = reqwest::Url::parse(source).with_context(|| format!("{source}: not a URL"))?;
+        let client = config_server::http_client(source, ca)?;
+        let body = config_server::fetch(&client, source, None).await?;
+        // A bare Ignition config is named after the URL's last path segment.
+        Self::from_bytes(Path::new(url.path()), &body).with_context(|| source.to_string())
     }
 
     /// An empty MachineConfig (what a root holds before anything was applied).

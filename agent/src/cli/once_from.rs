@@ -1,4 +1,4 @@
-//! `mco-agent once-from FILE [--root DIR] [--skip-reboot] [--skip-os]`.
+//! `mco-agent once-from FILE|URL [--ca FILE] [--root DIR] [--skip-reboot] [--skip-os]`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,8 +12,15 @@ use crate::once::{EMPTY_CONFIG_NAME, OnceFromOptions, once_from};
 /// Arguments of `once-from`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// MachineConfig (YAML or JSON) or Ignition config (spec 2.2, 3.0–3.5) to apply.
-    pub file: PathBuf,
+    /// MachineConfig (YAML or JSON) or Ignition config (spec 2.2, 3.0–3.5) to apply: a file, or
+    /// an http(s) URL, e.g. a config server's `https://HOST:22623/config/worker` (whose answer
+    /// yields the MachineConfig it carries).
+    #[arg(value_name = "FILE|URL")]
+    pub source: String,
+    /// The CA bundle (PEM) that signs an https URL's certificate (default: the system's trust
+    /// store).
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
     /// Root directory of the node.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
@@ -35,7 +42,6 @@ pub struct Args {
 
 /// Applies the file and prints what was done.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let desired = LoadedConfig::read(&args.file)?;
     let opts = OnceFromOptions {
         skip_os: args.skip_os,
         skip_reboot: args.skip_reboot,
@@ -46,7 +52,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let report = runtime.block_on(once_from(&args.root, &desired, &opts))?;
+    // The config is read (fetched) before anything is touched: a bad source changes nothing.
+    let report = runtime.block_on(async {
+        let desired = LoadedConfig::load(&args.source, args.ca.as_deref()).await?;
+        once_from(&args.root, &desired, &opts).await
+    })?;
     let mut code = ExitCode::SUCCESS;
     let resumed = report.resumed.iter().map(|u| (u, true));
     for (update, resumed) in resumed.chain(report.update.iter().map(|u| (u, false))) {
@@ -61,7 +71,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 } else {
                     ""
                 };
-                eprintln!("error: {}: {reason}{hint}", args.file.display());
+                eprintln!("error: {}: {reason}{hint}", args.source);
                 code = ExitCode::from(super::EXIT_FAILURE);
             }
             _ => print!(

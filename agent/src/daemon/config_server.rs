@@ -35,14 +35,34 @@ impl ConfigServer {
     pub fn new(base: &str, ca: Option<&Path>, pool: &str, node: Option<&str>) -> Result<Self> {
         let base = base.trim_end_matches('/');
         let url = format!("{base}/config/{pool}");
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(60))
-            .user_agent(concat!("mco-agent/", env!("CARGO_PKG_VERSION")));
-        if base.starts_with("https://") {
-            let _already_installed = rustls::crypto::ring::default_provider().install_default();
-            let ca = ca
-                .context("an https config server needs --ca (the CA that signs its certificate)")?;
+        if base.starts_with("https://") && ca.is_none() {
+            bail!("an https config server needs --ca (the CA that signs its certificate)");
+        }
+        Ok(ConfigServer {
+            client: http_client(base, ca)?,
+            url,
+            node: node.map(str::to_string),
+        })
+    }
+
+    /// Fetches and reads the served config once.
+    pub async fn fetch_once(&self) -> Result<MachineConfig> {
+        let body = fetch(&self.client, &self.url, self.node.as_deref()).await?;
+        served_machine_config(&body).with_context(|| format!("the config served by {}", self.url))
+    }
+}
+
+/// The HTTP(S) client configs are fetched with, for `url` (`https://` or `http://`). With `ca`
+/// (a PEM bundle) only that CA is trusted; without, the system's trust store.
+pub fn http_client(url: &str, ca: Option<&Path>) -> Result<reqwest::Client> {
+    // reqwest's rustls needs the provider even for plain http.
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(60))
+        .user_agent(concat!("mco-agent/", env!("CARGO_PKG_VERSION")));
+    if url.starts_with("https://") {
+        if let Some(ca) = ca {
             let pem =
                 std::fs::read(ca).with_context(|| format!("reading the CA {}", ca.display()))?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
@@ -51,45 +71,81 @@ impl ConfigServer {
                 bail!("{}: no certificate in the CA file", ca.display());
             }
             builder = builder.tls_certs_only(certs);
-        } else if !base.starts_with("http://") {
-            bail!("config server {base:?}: expected an https:// or http:// URL");
         }
-        Ok(ConfigServer {
-            client: builder.build().context("building the HTTPS client")?,
-            url,
-            node: node.map(str::to_string),
-        })
+    } else if !url.starts_with("http://") {
+        bail!("{url:?}: expected an https:// or http:// URL");
     }
+    builder.build().context("building the HTTPS client")
+}
 
-    /// Fetches and reads the served config once.
-    pub async fn fetch_once(&self) -> Result<MachineConfig> {
-        let mut request = self.client.get(&self.url).header("Accept", ACCEPT);
-        if let Some(node) = &self.node {
-            request = request.header(NODE_HEADER, node);
+/// `GET url` as the agent asks a config server (the Ignition Accept header, the node's name when
+/// given); the body of a 2xx answer. Errors say whether the server could not be reached, the
+/// TLS handshake failed (naming rustls' reason), or what the server answered.
+pub async fn fetch(client: &reqwest::Client, url: &str, node: Option<&str>) -> Result<Vec<u8>> {
+    let mut request = client.get(url).header("Accept", ACCEPT);
+    if let Some(node) = node {
+        request = request.header(NODE_HEADER, node);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!(describe_send_error(url, &e)))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .with_context(|| format!("reading the answer of {url}"))?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(500)])
+            .trim()
+            .to_string();
+        bail!("{url} answered {status}: {text}");
+    }
+    if body.len() > MAX_BODY {
+        bail!(
+            "{url}: the config is {} bytes, more than {MAX_BODY}",
+            body.len()
+        );
+    }
+    Ok(body.to_vec())
+}
+
+/// The rustls error in `err`, which may sit inside (nested) `io::Error`s, whose `source()`
+/// skips it.
+fn rustls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut current = err;
+    loop {
+        if let Some(e) = current.downcast_ref::<rustls::Error>() {
+            return Some(e);
         }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("fetching {}", self.url))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .with_context(|| format!("reading the answer of {}", self.url))?;
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&body[..body.len().min(500)])
-                .trim()
-                .to_string();
-            bail!("{} answered {status}: {text}", self.url);
+        current = current.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+}
+
+/// A request that got no answer, said plainly: TLS, connection or timeout, with the causes.
+fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
+    let mut causes = Vec::new();
+    let mut tls = None;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        causes.push(err.to_string());
+        if tls.is_none() {
+            tls = rustls_error(err).map(ToString::to_string);
         }
-        if body.len() > MAX_BODY {
-            bail!(
-                "{}: the config is {} bytes, more than {MAX_BODY}",
-                self.url,
-                body.len()
-            );
-        }
-        served_machine_config(&body).with_context(|| format!("the config served by {}", self.url))
+        source = err.source();
+    }
+    causes.dedup();
+    let causes = causes.join(": ");
+    if let Some(reason) = tls {
+        format!(
+            "TLS handshake with {url} failed: {reason} (--ca must name the CA that signs the server's certificate)"
+        )
+    } else if e.is_timeout() {
+        format!("{url}: no answer in time: {causes}")
+    } else if e.is_connect() {
+        format!("cannot reach {url}: {causes}")
+    } else {
+        format!("fetching {url}: {e}: {causes}")
     }
 }
 
