@@ -11,6 +11,6 @@ cd "$(dirname "$0")/../.."
 tests/vm/build-image.sh
 # the harness, and the binaries the scenarios install into the guests
 cargo build -q -p mco-vm-tests --tests
-cargo build -q -p mco-agent -p mco-firstboot -p mco-test-support --bins
+cargo build -q -p mco-agent -p mco-firstboot -p mco-companion -p mco-test-support --bins
 exec cargo nextest run -p mco-vm-tests --run-ignored only --no-fail-fast \
   --test-threads="${MCO_VM_PARALLEL:-2}" "$@"

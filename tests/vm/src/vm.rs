@@ -190,8 +190,16 @@ fn free_port() -> Result<u16> {
 }
 
 impl Vm {
-    /// Boots the disk once: the kernel, initramfs and command line a boot loader would pick now.
+    /// Boots the disk once and waits until the boot finished (`start_boot`), through the guest
+    /// agent.
     fn start_boot(&mut self) -> Result<()> {
+        let agent_socket = self.launch_boot()?;
+        self.finish_boot(&agent_socket)
+    }
+
+    /// Starts qemu on what a boot loader would pick now (the kernel, initramfs and command
+    /// line); returns the guest agent's socket. Does not wait for anything.
+    fn launch_boot(&mut self) -> Result<PathBuf> {
         let n = self.boots.len() + 1;
         let (kernel, initrd, entry, mut cmdline) = match self.disk {
             Disk::Plain => (
@@ -240,7 +248,13 @@ impl Vm {
             console_log,
             system_state: String::new(),
         });
-        self.connect_agent(&config.agent_socket)?;
+        Ok(config.agent_socket)
+    }
+
+    /// Connects to the guest agent of the boot just launched and waits until the boot finished.
+    fn finish_boot(&mut self, agent_socket: &Path) -> Result<()> {
+        let n = self.boots.len();
+        self.connect_agent(agent_socket)?;
         let state = self.exec("systemctl is-system-running --wait")?;
         let state = state.stdout.trim().to_string();
         self.log(&format!("boot {n}: system {state}"));
@@ -360,6 +374,41 @@ impl Vm {
         let deadline = (Instant::now() + within).min(self.deadline);
         self.follow_reboot(deadline)
             .map_err(|e| self.with_console(e))
+    }
+
+    /// Like `reboot`, but the boot after it is expected to reboot by itself, within `within`,
+    /// before it finishes booting (e.g. a first-boot unit ordered early in the boot that stages
+    /// OS changes and reboots into them): that boot is followed without waiting for the guest
+    /// agent, and this returns when the boot after it finished.
+    pub fn reboot_through_a_rebooting_boot(&mut self, within: Duration) -> Result<()> {
+        self.spawn_in_guest(&["/bin/systemctl", "reboot"])?;
+        let deadline = (Instant::now() + within).min(self.deadline);
+        let result = self.follow_early_reboot(deadline);
+        result.map_err(|e| self.with_console(e))
+    }
+
+    fn follow_early_reboot(&mut self, deadline: Instant) -> Result<()> {
+        let end = self.wait_for_end(deadline)?;
+        ensure!(
+            end == BootEnd::Reboot,
+            "{}: expected a reboot, the boot ended with {end:?}",
+            self.name
+        );
+        self.launch_boot()?;
+        let end = self.wait_for_end(deadline).with_context(|| {
+            format!(
+                "{}: boot {} did not reboot by itself",
+                self.name,
+                self.boots.len()
+            )
+        })?;
+        ensure!(
+            end == BootEnd::Reboot,
+            "{}: boot {} was to reboot by itself, it ended with {end:?}",
+            self.name,
+            self.boots.len()
+        );
+        self.start_boot()
     }
 
     fn follow_reboot(&mut self, deadline: Instant) -> Result<()> {
