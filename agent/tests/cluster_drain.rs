@@ -149,9 +149,11 @@ async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
     api.drain("rendered-worker-1").await.unwrap();
     let elapsed = started.elapsed();
     eprintln!("drain of 5 pods with 2 s termination each took {elapsed:?}");
+    // One after the other cannot take less than 10 s; in parallel it takes about 2 s. The bound
+    // sits just under the serial floor so a loaded machine does not fail a parallel drain.
     assert!(
-        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(6),
-        "{elapsed:?}"
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(9500),
+        "{elapsed:?}: the evictions did not run in parallel"
     );
 
     assert_eq!(node(&server)["spec"]["unschedulable"], true);

@@ -52,7 +52,6 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
         .wait_annotations("the rebootless update", secs(30), "Done", Some(&files_only))
         .await;
     eprintln!("rebootless update: desiredConfig set -> state=Done in {took:?}");
-    assert!(took < secs(5), "took {took:?}");
     assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 2\n"));
     assert_eq!(node.logind.reboots(), 0);
     assert_ne!(files_only, base);

@@ -58,8 +58,6 @@ async fn a_files_only_change_completes_without_a_reboot() {
         (base_name.as_str(), "Done", false)
     );
     assert_eq!(node.logind.reboots(), 0);
-    // Served, fetched, applied: well within the poll interval plus the companion's reload.
-    assert!(took < secs(10), "took {took:?}");
     node.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! [`KubeNodeApi`]: the [`NodeApi`] on a real API server.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -8,6 +9,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use machine_config::MachineConfig;
 use tracing::{info, warn};
@@ -36,6 +38,23 @@ pub struct KubeNodeApi {
 }
 
 impl KubeNodeApi {
+    /// Backoff of a broken `desiredConfig` watch: the same delays as every other API call
+    /// (kube's default starts at 0.8 s and grows to 30 s, too slow for a node waiting on its
+    /// next config), with jitter so a fleet does not re-watch in step, and starting over once a
+    /// watch has stayed healthy for a minute.
+    fn watch_backoff(&self) -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+        ResetTimerBackoff::new(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(self.retry.initial_delay)
+                .with_max_delay(self.retry.max_delay)
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times()
+                .into(),
+            Duration::from_secs(60),
+        )
+    }
+
     /// Connects with the node's kubeconfig (and the eviction kubeconfig, if any).
     pub async fn connect(options: &ClusterOptions) -> Result<Self, ClusterError> {
         let node_client = client_from_kubeconfig(&options.kubeconfig).await?;
@@ -213,7 +232,7 @@ impl NodeApi for KubeNodeApi {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
         let node = self.node.clone();
         watcher(self.nodes.clone(), config)
-            .default_backoff()
+            .backoff(self.watch_backoff())
             .applied_objects()
             .filter_map(move |event| {
                 let value = match event {
