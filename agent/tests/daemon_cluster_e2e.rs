@@ -10,8 +10,10 @@ mod os_env;
 
 use std::time::Duration;
 
-use daemon_env::{Node, machine_config, secs};
+use daemon_env::{NODE, Node, machine_config, secs};
 use mco_agent::cluster::annotations::{POST_CONFIG_ACTION, REASON};
+use mco_test_support::apiserver::Target;
+use serde_json::json;
 
 const BASE_FILE: &str = "/etc/nmstate/openshift/base.yaml";
 const POLICY: &str = "/etc/containers/policy.json";
@@ -136,5 +138,102 @@ async fn unreconcilable_drift_and_the_force_file_on_the_node() {
     assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
     assert!(!node.path("/run/machine-config-daemon-force").exists());
     assert_eq!(node.logind.reboots(), 0);
+    node.stop().await;
+}
+
+/// A custom pool of the companion: the worker configs plus the infra ones.
+const INFRA_POOL: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata: {name: infra}
+spec:
+  machineConfigSelector:
+    matchExpressions:
+    - {key: machineconfiguration.openshift.io/role, operator: In, values: [worker, infra]}
+"#;
+
+const INFRA_FILE: &str = "/etc/nmstate/openshift/infra.yaml";
+
+/// The cluster's pools, as the MCO holds them: selecting nodes by role.
+fn cluster_pool(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": name},
+        "spec": {
+            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
+            "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}},
+        },
+    })
+}
+
+/// Without `--pool`, the agent asks the config server for the pool selecting its Node (a custom
+/// pool wins over worker), or, when it may not list pools, the one its role labels name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_pool_the_agent_follows_the_pool_of_its_node() {
+    let infra_mc = machine_config("10-infra", &[(INFRA_FILE, "infra: 1\n")], &[]).replace(
+        "machineconfiguration.openshift.io/role: worker",
+        "machineconfiguration.openshift.io/role: infra",
+    );
+    let mut node = Node::new(&[
+        ("00-base.yaml", &config(1, &[])),
+        ("pool-infra.yaml", INFRA_POOL),
+        ("10-infra.yaml", &infra_mc),
+    ])
+    .await
+    .with_cluster();
+    node.pool_arg = None;
+    for pool in ["worker", "infra", "master"] {
+        node.api().seed(cluster_pool(pool)).unwrap();
+    }
+    node.api()
+        .patch(
+            "nodes",
+            None,
+            NODE,
+            &json!({"metadata": {"labels": {"node-role.kubernetes.io/infra": ""}}}),
+            Target::Main,
+        )
+        .unwrap();
+    let infra = node.rendered_name_of("infra");
+    assert_ne!(infra, node.rendered_name());
+    node.wait_served_in("infra", &infra).await;
+    node.start_agent(&[]);
+    node.set_desired(&infra);
+    node.wait_annotations("Done in the infra pool", secs(30), "Done", Some(&infra))
+        .await;
+    assert_eq!(node.read(INFRA_FILE).as_deref(), Some("infra: 1\n"));
+    assert!(
+        node.logs()
+            .contains("the MachineConfigPool selecting the node"),
+        "{}",
+        node.logs()
+    );
+    node.kill_agent().await;
+
+    // The node's credentials may not list pools: its role labels say the same.
+    node.api().faults().fail_next(
+        "GET",
+        "/apis/machineconfiguration.openshift.io/v1/machineconfigpools",
+        1000,
+        403,
+    );
+    node.write_manifest(
+        "10-infra.yaml",
+        &infra_mc.replace("infra%3A%201", "infra%3A%202"),
+    );
+    let infra2 = node.rendered_name_of("infra");
+    assert_ne!(infra2, infra);
+    node.wait_served_in("infra", &infra2).await;
+    node.start_agent(&[]);
+    node.set_desired(&infra2);
+    node.wait_annotations("Done again", secs(30), "Done", Some(&infra2))
+        .await;
+    assert_eq!(node.read(INFRA_FILE).as_deref(), Some("infra: 2\n"));
+    assert!(
+        node.logs().contains("the node's role labels"),
+        "{}",
+        node.logs()
+    );
     node.stop().await;
 }

@@ -168,6 +168,34 @@ impl MachineConfigPool {
     }
 }
 
+/// The pool a node belongs to, decided as the MCO does (`GetPoolsForNode`): among the pools
+/// whose `nodeSelector` selects the node's `labels`, a custom pool (neither `master` nor
+/// `worker`) wins over `worker`, and `master` wins over both; more than one custom pool is an
+/// error naming the node. `None` when no pool selects the node (it is not managed).
+pub fn primary_pool<'a>(
+    node: &str,
+    labels: &BTreeMap<String, String>,
+    pools: &'a [MachineConfigPool],
+) -> Result<Option<&'a MachineConfigPool>, String> {
+    let matching = pools.iter().filter(|p| p.selects_node(labels));
+    let (mut master, mut worker, mut custom) = (None, None, Vec::new());
+    for pool in matching {
+        match pool.name() {
+            "master" => master = Some(pool),
+            "worker" => worker = Some(pool),
+            _ => custom.push(pool),
+        }
+    }
+    match custom.as_slice() {
+        [_, _, ..] => Err(format!(
+            "node {node} belongs to {} custom roles, cannot proceed with this Node",
+            custom.len()
+        )),
+        [only] => Ok(Some(master.unwrap_or(only))),
+        [] => Ok(master.or(worker)),
+    }
+}
+
 fn pool_selects(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     sel.is_some_and(|s| !selector_is_empty(s) && selector_matches(s, labels))
 }
@@ -220,5 +248,50 @@ impl k8s_openapi::Metadata for MachineConfigPool {
     }
     fn metadata_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod primary_pool_tests {
+    use super::*;
+
+    fn pool(name: &str) -> MachineConfigPool {
+        MachineConfigPool::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigPool",
+            "metadata": {"name": name},
+            "spec": {"nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_mcos_rules() {
+        let pools: Vec<_> = ["worker", "infra", "master", "gpu"].map(pool).into();
+        let pick = |roles: &[&str]| {
+            let labels = roles
+                .iter()
+                .map(|r| (format!("node-role.kubernetes.io/{r}"), String::new()))
+                .collect();
+            primary_pool("n", &labels, &pools).map(|p| p.map(|p| p.name().to_string()))
+        };
+        let some = |n: &str| Ok(Some(n.to_string()));
+        assert_eq!(pick(&[]), Ok(None));
+        assert_eq!(pick(&["worker"]), some("worker"));
+        assert_eq!(pick(&["infra"]), some("infra"));
+        assert_eq!(pick(&["worker", "infra"]), some("infra"));
+        assert_eq!(pick(&["worker", "master"]), some("master"));
+        assert_eq!(pick(&["master", "infra", "worker"]), some("master"));
+        let two = Err("node n belongs to 2 custom roles, cannot proceed with this Node".into());
+        assert_eq!(pick(&["worker", "infra", "gpu"]), two);
+        assert_eq!(pick(&["master", "infra", "gpu"]), two);
+    }
+
+    #[test]
+    fn a_pool_without_a_node_selector_selects_nothing() {
+        let mut empty = pool("empty");
+        empty.spec.node_selector = None;
+        let labels = BTreeMap::from([("node-role.kubernetes.io/empty".to_string(), String::new())]);
+        assert_eq!(primary_pool("n", &labels, &[empty]), Ok(None));
     }
 }

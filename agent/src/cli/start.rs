@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cluster::{ClusterOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi};
+use crate::cluster::{ClusterOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool};
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
 use crate::daemon::source::{ConfigSource, FileSource};
@@ -38,9 +38,11 @@ pub struct Args {
     /// The CA bundle (PEM) that signs the config server's certificate (needed for https).
     #[arg(long, env = "MCO_AGENT_CA")]
     pub ca: Option<PathBuf>,
-    /// The node's pool on the config server.
-    #[arg(long, env = "MCO_AGENT_POOL", default_value = "worker")]
-    pub pool: String,
+    /// The node's pool on the config server. Default: with a cluster, the MachineConfigPool
+    /// selecting the Node (the MCO's rules; its role labels when pools cannot be listed);
+    /// without one, `worker`.
+    #[arg(long, env = "MCO_AGENT_POOL")]
+    pub pool: Option<String>,
     /// Take the desired config from this file (MachineConfig or Ignition) instead of a server
     /// (or, with a cluster, instead of the API server).
     #[arg(long, env = "MCO_AGENT_CONFIG_FILE")]
@@ -62,6 +64,27 @@ pub struct Args {
     /// Metrics and the kubelet health check.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+}
+
+/// The pool to ask the config server for: `--pool` (or `MCO_AGENT_POOL`); else, with a
+/// cluster, the node's ([`pool::node_pool`]); else `worker`.
+async fn choose_pool(explicit: Option<&str>, api: Option<&dyn NodeApi>) -> Result<String> {
+    if let Some(pool) = explicit {
+        tracing::info!(pool, "pool given");
+        return Ok(pool.to_string());
+    }
+    let Some(api) = api else {
+        tracing::info!(
+            pool = pool::DEFAULT_POOL,
+            "no cluster and no --pool: the default pool"
+        );
+        return Ok(pool::DEFAULT_POOL.to_string());
+    };
+    let found = pool::node_pool(api)
+        .await
+        .context("working out the node's pool")?;
+    tracing::info!(pool = found.name, from = found.how, "the node's pool");
+    Ok(found.name)
 }
 
 /// Runs the daemon until SIGTERM.
@@ -105,7 +128,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
-            &args.pool,
+            &choose_pool(args.pool.as_deref(), api.as_deref()).await?,
             Some(&node),
         )?),
         (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),

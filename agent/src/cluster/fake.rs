@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use machine_config::MachineConfig;
+use machine_config::{MachineConfig, MachineConfigPool};
 use tokio::sync::watch;
 
 use super::NodeApi;
@@ -27,6 +27,9 @@ struct State {
     machine_configs: HashMap<String, MachineConfig>,
     drain_error: Option<String>,
     write_error: Option<String>,
+    labels: BTreeMap<String, String>,
+    /// The pools, or why listing them fails.
+    pools: Option<Result<Vec<MachineConfigPool>, String>>,
 }
 
 /// Keeps the node's annotations in memory, records events, drains and uncordons, serves
@@ -38,12 +41,30 @@ pub struct FakeNodeApi {
 }
 
 impl FakeNodeApi {
+    /// A worker node (label `node-role.kubernetes.io/worker`) in a cluster without pools.
     pub fn new(node: &str) -> Self {
+        let state = State {
+            labels: BTreeMap::from([("node-role.kubernetes.io/worker".into(), String::new())]),
+            ..State::default()
+        };
         Self {
             node: node.to_string(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             desired: watch::channel(None).0,
         }
+    }
+
+    /// The node's labels.
+    pub fn set_labels(&self, labels: &[(&str, &str)]) {
+        self.lock().labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    /// The MachineConfigPools listed, or (`Err`) why listing them is refused.
+    pub fn set_pools(&self, pools: Result<Vec<MachineConfigPool>, String>) {
+        self.lock().pools = Some(pools);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -199,6 +220,21 @@ impl NodeApi for FakeNodeApi {
             .get(name)
             .cloned()
             .ok_or_else(|| ClusterError::MachineConfigNotFound(name.to_string()))
+    }
+
+    async fn labels(&self) -> Result<BTreeMap<String, String>, ClusterError> {
+        Ok(self.lock().labels.clone())
+    }
+
+    async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError> {
+        match self.lock().pools.clone() {
+            Some(Ok(pools)) => Ok(pools),
+            Some(Err(message)) => Err(ClusterError::Client {
+                action: "listing machineconfigpools".into(),
+                message,
+            }),
+            None => Ok(Vec::new()),
+        }
     }
 }
 

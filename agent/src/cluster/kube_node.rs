@@ -1,5 +1,6 @@
 //! [`KubeNodeApi`]: the [`NodeApi`] on a real API server.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -7,11 +8,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
-use machine_config::MachineConfig;
+use machine_config::{MachineConfig, MachineConfigPool};
 use tracing::{info, warn};
 
 use super::annotations::{
@@ -284,5 +285,39 @@ impl NodeApi for KubeNodeApi {
         };
         let value = serde_json::to_value(&found).map_err(|e| invalid(e.to_string()))?;
         MachineConfig::from_value(value).map_err(|e| invalid(e.to_string()))
+    }
+
+    async fn labels(&self) -> Result<BTreeMap<String, String>, ClusterError> {
+        let action = format!("reading node {}", self.node);
+        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
+        self.remember_uid(&node);
+        Ok(node.metadata.labels.unwrap_or_default())
+    }
+
+    async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError> {
+        let gvk = GroupVersionKind::gvk(
+            machine_config::machineconfig::GROUP,
+            "v1",
+            "MachineConfigPool",
+        );
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &ApiResource::from_gvk(&gvk));
+        let params = ListParams::default();
+        let list = with_retry(&self.retry, "listing machineconfigpools", || {
+            api.list(&params)
+        })
+        .await?;
+        list.items
+            .iter()
+            .map(|pool| {
+                let name = pool.metadata.name.clone().unwrap_or_default();
+                let invalid = |message: String| ClusterError::Client {
+                    action: format!("reading machineconfigpool {name:?}"),
+                    message,
+                };
+                let value = serde_json::to_value(pool).map_err(|e| invalid(e.to_string()))?;
+                MachineConfigPool::from_value(value).map_err(|e| invalid(e.to_string()))
+            })
+            .collect()
     }
 }

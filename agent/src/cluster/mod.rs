@@ -7,6 +7,7 @@
 //! - [`drain`]: agent-driven cordon and drain through the Eviction API; [`DrainMode::Controller`]
 //!   hands draining to a drain controller through `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
+//! - [`pool`]: the node's pool, from the MachineConfigPools selecting it or its role labels.
 //!
 //! Every write is retried through transient failures (conflicts, throttling, 5xx, hung or
 //! dropped connections) until it lands or the caller drops it ([`retry`]).
@@ -18,13 +19,15 @@ pub mod events;
 mod fake;
 mod handshake;
 mod kube_node;
+pub mod pool;
 pub mod retry;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use machine_config::MachineConfig;
+use machine_config::{MachineConfig, MachineConfigPool};
 
 pub use annotations::{NodeAnnotations, NodeState};
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
@@ -112,4 +115,10 @@ pub trait NodeApi: Send + Sync {
 
     /// Reads a (rendered) MachineConfig by name, as the MCD reads the desired one.
     async fn get_machine_config(&self, name: &str) -> Result<MachineConfig, ClusterError>;
+
+    /// The node's labels, read fresh.
+    async fn labels(&self) -> Result<BTreeMap<String, String>, ClusterError>;
+
+    /// Every MachineConfigPool (the node's credentials may not be allowed to list them).
+    async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError>;
 }

@@ -70,6 +70,8 @@ pub struct Node {
     starts: u32,
     /// The Kubernetes API test server and the kubelet kubeconfig, in cluster mode.
     pub cluster: Option<(TestApiServer, PathBuf)>,
+    /// `--pool` of the agent (`worker`); `None` lets it work the pool out.
+    pub pool_arg: Option<String>,
 }
 
 /// The Node object's name.
@@ -161,6 +163,7 @@ impl Node {
             boots: 1,
             starts: 0,
             cluster: None,
+            pool_arg: Some("worker".into()),
         }
     }
 
@@ -177,7 +180,7 @@ impl Node {
         self
     }
 
-    fn api(&self) -> &TestApiServer {
+    pub fn api(&self) -> &TestApiServer {
         &self.cluster.as_ref().expect("not in cluster mode").0
     }
 
@@ -197,10 +200,15 @@ impl Node {
     /// Waits until the companion serves `name` for the pool (it reloads the manifests
     /// asynchronously).
     pub async fn wait_served(&self, name: &str) {
+        self.wait_served_in("worker", name).await;
+    }
+
+    /// Waits until the companion serves `name` for `pool`.
+    pub async fn wait_served_in(&self, pool: &str, name: &str) {
         let server = mco_agent::daemon::config_server::ConfigServer::new(
             &self.url,
             Some(&self.ca_file),
-            "worker",
+            pool,
             None,
         )
         .unwrap();
@@ -269,32 +277,28 @@ impl Node {
         self.starts += 1;
         let log = std::fs::File::create(self.log_path(self.starts)).unwrap();
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mco-agent"));
-        cmd.args([
-            "start",
-            "--pool",
-            "worker",
-            "--node-name",
-            "node-0",
-            "--poll-interval",
-            "100ms",
-        ])
-        .arg("--root")
-        .arg(&self.root)
-        .arg("--config-server")
-        .arg(&self.url)
-        .arg("--ca")
-        .arg(&self.ca_file)
-        .arg("--boot-id-file")
-        .arg(&self.boot_file)
-        .env("DBUS_SYSTEM_BUS_ADDRESS", self.os.bus.address())
-        .env("RUST_LOG", "info")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("INVOCATION_ID")
-        .env_remove("JOURNAL_STREAM")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .kill_on_drop(true);
+        cmd.arg("start");
+        if let Some(pool) = &self.pool_arg {
+            cmd.args(["--pool", pool]);
+        }
+        cmd.args(["--node-name", "node-0", "--poll-interval", "100ms"])
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--config-server")
+            .arg(&self.url)
+            .arg("--ca")
+            .arg(&self.ca_file)
+            .arg("--boot-id-file")
+            .arg(&self.boot_file)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", self.os.bus.address())
+            .env("RUST_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("INVOCATION_ID")
+            .env_remove("JOURNAL_STREAM")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .kill_on_drop(true);
         if let Some((_, kubeconfig)) = &self.cluster {
             cmd.arg("--kubeconfig").arg(kubeconfig);
         }
@@ -410,10 +414,15 @@ impl Node {
 
     /// The rendered config name the companion serves for the pool now.
     pub fn rendered_name(&self) -> String {
+        self.rendered_name_of("worker")
+    }
+
+    /// The rendered config name the companion serves for `pool` now.
+    pub fn rendered_name_of(&self, pool: &str) -> String {
         let dir = &self.manifests;
         let manifests = mco_companion::manifests::load(dir).unwrap();
         let snapshot = mco_companion::standalone::Snapshot::render(&manifests, &Default::default());
-        snapshot.pools["worker"]
+        snapshot.pools[pool]
             .rendered
             .as_ref()
             .unwrap()

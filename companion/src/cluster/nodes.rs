@@ -102,34 +102,13 @@ pub fn is_unavailable(node: &Node) -> bool {
     !is_ready(node) || (!is_done(node) && !is_failing(node))
 }
 
-/// The pool a node belongs to: the only pool selecting it; `master` when it is among several;
-/// else the only one that is not `worker` (a custom pool). `Err` when that is ambiguous.
+/// The pool a node belongs to ([`machine_config::pool::primary_pool`], the MCO's rules).
 pub fn primary_pool<'a>(
     node: &Node,
     pools: &'a [MachineConfigPool],
 ) -> Result<Option<&'a MachineConfigPool>, String> {
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let matching: Vec<&MachineConfigPool> =
-        pools.iter().filter(|p| p.selects_node(&labels)).collect();
-    match matching.as_slice() {
-        [] => Ok(None),
-        [only] => Ok(Some(only)),
-        several => {
-            if let Some(master) = several.iter().find(|p| p.name() == "master") {
-                return Ok(Some(master));
-            }
-            let custom: Vec<&&MachineConfigPool> =
-                several.iter().filter(|p| p.name() != "worker").collect();
-            match custom.as_slice() {
-                [only] => Ok(Some(only)),
-                _ => Err(format!(
-                    "node {} belongs to {} custom roles, cannot proceed with this Node",
-                    name(node),
-                    custom.len()
-                )),
-            }
-        }
-    }
+    machine_config::pool::primary_pool(name(node), &labels, pools)
 }
 
 /// `(node, config)` pairs to set `desiredConfig` on in this step.
