@@ -97,6 +97,7 @@ pub async fn once_from(
         engine_opts.boot_id_file = f.clone();
     }
     let engine = Engine::new(root, seams, engine_opts, Arc::new(NoCluster))?;
+    engine.remove_stale_temp_files();
     let resumed = engine.resume().await;
     let update = match &resumed {
         Some(r) if r.to == desired.machine_config.name() => None,

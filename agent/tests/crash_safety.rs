@@ -2,7 +2,10 @@
 //! with SIGKILL at every step of a rebootless update and of a reboot update
 //! (`FAILPOINTS=<point>=return(kill)` makes it kill itself there), then started again. Every
 //! time, no managed file is ever half-written, and the node converges to the desired config
-//! with a status file, `currentconfig` and (with a cluster) the Node's annotations that agree.
+//! with a status file, `currentconfig` and (with a cluster) the Node's annotations that agree,
+//! and no temp file left: a kill in the middle of writing a managed file
+//! (`engine::temp-written=return(kill@PATH)`, between the temp file and its rename) leaves one,
+//! which the restarted agent removes.
 //! On a booted sysroot (the booted simulation), an unplanned reboot while OS changes are staged
 //! finalization-locked converges too, without a rollback or a Degraded state.
 
@@ -33,9 +36,15 @@ fn config(version: u32, kargs: &[&str]) -> String {
     )
 }
 
-/// Starts the agent with `point` armed and waits for it to kill itself there.
+/// Starts the agent with `point` armed (`name`, killing there, or a whole `name=action`) and
+/// waits for it to kill itself there.
 async fn crash_at(node: &mut Node, point: &str) {
-    node.start_agent(&[("FAILPOINTS", &format!("{point}=return(kill)"))]);
+    let spec = if point.contains('=') {
+        point.to_string()
+    } else {
+        format!("{point}=return(kill)")
+    };
+    node.start_agent(&[("FAILPOINTS", &spec)]);
     let status = node.wait_agent_exit(secs(60)).await;
     assert_eq!(
         status.signal(),
@@ -62,7 +71,25 @@ fn assert_whole(node: &Node, versions: &[u32], point: &str) {
     );
 }
 
-/// The status, `currentconfig`, the annotations and the files agree on `name` at `version`.
+/// The temp files of atomic writes anywhere in the node's root (`.<name>.mco-tmp-<pid>-<n>`).
+fn temp_files(node: &Node) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![node.root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(entry.path());
+            } else if entry.file_name().to_string_lossy().contains(".mco-tmp-") {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// The status, `currentconfig`, the annotations and the files agree on `name` at `version`;
+/// no temp file of an interrupted write is left.
 fn assert_converged(node: &Node, name: &str, version: u32, point: &str) {
     if node.cluster.is_some() {
         assert_eq!(
@@ -87,11 +114,30 @@ fn assert_converged(node: &Node, name: &str, version: u32, point: &str) {
             .exists(),
         "{point}: update record left"
     );
+    // The test's own kill of the agent that converged may come in the middle of a write (of
+    // the status file, say): the next start removes that one.
+    let last = node.last_agent_pid().map(|pid| format!(".mco-tmp-{pid}-"));
+    let left: Vec<_> = temp_files(node)
+        .into_iter()
+        .filter(|p| {
+            last.as_ref()
+                .is_none_or(|l| !p.to_string_lossy().contains(l))
+        })
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<std::path::PathBuf>::new(),
+        "{point}: temp files left"
+    );
 }
+
+/// Killed in the middle of writing a managed file: its temp file is written, not yet renamed.
+const TEMP_WRITTEN: &str = "engine::temp-written=return(kill@/etc/containers/policy.json)";
 
 const REBOOTLESS_POINTS: &[&str] = &[
     "engine::recorded",
     "engine::writing",
+    TEMP_WRITTEN,
     "engine::apply-midway",
     "engine::written",
     "engine::post-actions",
@@ -111,10 +157,27 @@ async fn killed_at_every_step_of_a_rebootless_update_it_converges() {
         let name = node.rendered_name();
         crash_at(&mut node, point).await;
         assert_whole(&node, &[version - 1, version], point);
+        if *point == TEMP_WRITTEN {
+            let left = temp_files(&node);
+            assert!(
+                left.iter().any(|p| p
+                    .to_string_lossy()
+                    .contains("/etc/containers/.policy.json.mco-tmp-")),
+                "{point}: no temp file left by the kill: {left:?}"
+            );
+        }
         node.start_agent(&[]);
         node.wait_status(point, secs(60), done_in(&name)).await;
         node.kill_agent().await;
         assert_converged(&node, &name, version, point);
+        if *point == TEMP_WRITTEN {
+            assert!(
+                node.logs()
+                    .contains("removed a temp file left by an interrupted write"),
+                "{point}\n{}",
+                node.logs()
+            );
+        }
     }
     assert_eq!(node.logind.reboots(), 0);
     node.stop().await;
@@ -147,6 +210,7 @@ const REBOOT_POINTS: &[&str] = &[
     "engine::recorded",
     "engine::drained",
     "engine::writing",
+    TEMP_WRITTEN,
     "engine::apply-midway",
     "engine::written",
     "engine::os-cleaned",

@@ -117,8 +117,9 @@ impl Daemon {
         &self.engine
     }
 
-    /// Start-up checks; then sd_notify `READY=1`.
+    /// Start-up: stale temp files removed, checks; then sd_notify `READY=1`.
     pub async fn start(&mut self) -> Result<()> {
+        self.engine.remove_stale_temp_files();
         match startup::resume(&self.engine).await {
             Started::Ready => {}
             Started::Rebooting => self.parked = Some(Parked::Rebooting),

@@ -4,7 +4,10 @@
 //! `print`), `return(...)` takes:
 //! - `return(kill)`: the process sends itself SIGKILL there, as `kill -9` or a power cut would
 //!   (nothing is flushed, no destructor runs);
-//! - `return` or `return(error)`: the step fails with an injected error (the failure path).
+//! - `return` or `return(error)`: the step fails with an injected error (the failure path);
+//! - at a point met on many paths ([`failpoint_at`]), `return(kill@/etc/foo)` (or
+//!   `return(error@/etc/foo)`) acts only there, e.g. while the temp file of `/etc/foo` is
+//!   written (`engine::temp-written`).
 //!
 //! Names are `engine::<point>`; the list is [`POINTS`].
 
@@ -26,6 +29,9 @@ pub const POINTS: &[&str] = &[
     "engine::verifying",
     "engine::rolling-back",
     "engine::rolled-back-files",
+    // Met in every atomic write (root-confined file system), between the temp file's contents
+    // and its rename: a kill there leaves the temp file behind.
+    "engine::temp-written",
 ];
 
 /// Evaluates failpoint `name`: `Ok(())` unless it is configured to fail.
@@ -35,6 +41,27 @@ pub fn failpoint(name: &str) -> anyhow::Result<()> {
     if let Some(result) = fail::eval(name, |arg| act(name, arg)) {
         return result;
     }
+    Ok(())
+}
+
+/// Like [`failpoint`] at a point met on many paths: an action `ACTION@PATH` acts only when
+/// `path` is `PATH`; a plain action acts everywhere.
+pub fn failpoint_at(name: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    debug_assert!(POINTS.contains(&name), "unknown failpoint {name}");
+    #[cfg(feature = "failpoints")]
+    if let Some(result) = fail::eval(name, |arg| {
+        match arg.as_deref().and_then(|a| a.split_once('@')) {
+            Some((action, at)) if std::path::Path::new(at) == path => {
+                act(name, Some(action.to_string()))
+            }
+            Some(_) => Ok(()),
+            None => act(name, arg),
+        }
+    }) {
+        return result;
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = path;
     Ok(())
 }
 

@@ -31,7 +31,9 @@
 //!
 //! Roll back is applying desired→current with every unit rewritten, after the backups of
 //! every path are re-established ([`backups`]), and removing staged OS changes. Every file
-//! write is atomic (temp file, fsync, rename), so no file is ever half-written.
+//! write is atomic (temp file, fsync, rename), so no file is ever half-written; the temp file a
+//! kill leaves between the write and the rename is removed when the agent starts again
+//! ([`stale_temps`]).
 //!
 //! Failpoints (feature `failpoints`, `FAILPOINTS='engine::writing=return(kill)'`): see
 //! [`failpoint`]; every step has one.
@@ -70,6 +72,7 @@ mod os;
 mod post_actions;
 pub mod record;
 pub mod report;
+pub mod stale_temps;
 mod start;
 mod steps;
 mod verify;
@@ -92,7 +95,7 @@ use crate::os::OsUpdater;
 use crate::rootfs::Root;
 use crate::units::UnitEnablement;
 
-pub use failpoints::{POINTS as FAILPOINTS, failpoint};
+pub use failpoints::{POINTS as FAILPOINTS, failpoint, failpoint_at};
 pub use observe::{Observation, Observer};
 pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
@@ -257,6 +260,12 @@ impl Engine {
 
     pub fn root(&self) -> &Root {
         &self.root
+    }
+
+    /// Removes the temp files that writes killed mid-way left in the directories the agent
+    /// writes in ([`stale_temps`]); the daemon and `once-from` do it first thing.
+    pub fn remove_stale_temp_files(&self) -> Vec<std::path::PathBuf> {
+        stale_temps::remove_stale_temp_files(&self.root)
     }
 
     pub fn reporter(&self) -> &Reporter {

@@ -3,10 +3,13 @@
 //! write land outside it. `--root DIR` and the tests use a temp dir; on a node the root is `/`.
 //!
 //! Paths given to [`Root`] are the paths configs talk about: absolute, e.g. `/etc/foo`.
-//! Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory).
+//! Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory);
+//! the temp files have names of their own ([`temp`]), so that those a killed writer leaves are
+//! found and removed.
 
 mod error;
 mod resolve;
+mod temp;
 
 pub mod accounts;
 pub mod shadow;
@@ -17,15 +20,15 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std_ext::cap_std::fs::Dir;
-use cap_std_ext::dirext::CapStdExtDirExt;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 pub use error::{RootError, go_error_text};
 pub use resolve::DEFAULT_DIR_MODE;
+use temp::create_with_temp_name;
+pub use temp::temp_writer_pid;
 
 /// Mode of files written without an explicit mode (Ignition's and the MCD's default).
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
@@ -289,16 +292,7 @@ impl Root {
         mode: u32,
         owner: Owner,
     ) -> Result<(), RootError> {
-        let (parent, name) = self.parent(path, true)?;
-        let dir = Dir::from_std_file(File::from(parent));
-        dir.atomic_replace_with(name, |w| -> std::io::Result<()> {
-            let f = w.get_ref().as_file();
-            rustix::fs::fchown(f, Some(uid(owner.uid)), Some(gid(owner.gid)))?;
-            rustix::fs::fchmod(f, Mode::from_raw_mode(mode))?;
-            w.write_all(contents)?;
-            Ok(())
-        })
-        .map_err(|e| RootError::io("write", path, e))
+        self.write_through_temp(path, contents, mode, owner, true)
     }
 
     /// Like [`Self::write_atomic`] (temp file, rename) but without fsync: for bookkeeping files
@@ -310,33 +304,51 @@ impl Root {
         mode: u32,
         owner: Owner,
     ) -> Result<(), RootError> {
+        self.write_through_temp(path, contents, mode, owner, false)
+    }
+
+    /// The contents go to an anonymous temp file where possible ([`temp::create_temp_file`]),
+    /// which gets its temp name only to be renamed: a writer killed while writing leaves
+    /// nothing. Failpoint `engine::temp-written` sits between the named temp file and the rename.
+    fn write_through_temp(
+        &self,
+        path: &Path,
+        contents: &[u8],
+        mode: u32,
+        owner: Owner,
+        durable: bool,
+    ) -> Result<(), RootError> {
         let (parent, name) = self.parent(path, true)?;
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let mut file = None;
-        let tmp = create_with_temp_name(path, name, |tmp| {
-            file = Some(rustix::fs::openat(
-                &parent,
-                tmp,
-                flags,
-                Mode::from_raw_mode(0o600),
-            )?);
+        let (fd, mut tmp) = temp::create_temp_file(&parent, path, name)?;
+        let mut file = File::from(fd);
+        let mut write = || -> Result<(), RootError> {
+            let io = |e: std::io::Error| RootError::io("write", path, e);
+            rustix::fs::fchown(&file, Some(uid(owner.uid)), Some(gid(owner.gid)))
+                .map_err(|e| io(e.into()))?;
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io(e.into()))?;
+            file.write_all(contents).map_err(io)?;
+            if durable {
+                file.sync_all().map_err(io)?;
+            }
+            let named = match &tmp {
+                Some(named) => named.clone(),
+                None => tmp
+                    .insert(temp::name_temp_file(&parent, &file, path, name)?)
+                    .clone(),
+            };
+            crate::engine::failpoint_at("engine::temp-written", path)
+                .map_err(|e| io(std::io::Error::other(format!("{e:#}"))))?;
+            rustix::fs::renameat(&parent, &named, &parent, name).map_err(|e| io(e.into()))?;
+            if durable {
+                rustix::fs::fsync(&parent).map_err(|e| io(e.into()))?;
+            }
             Ok(())
-        })?;
-        let result = (|| -> std::io::Result<()> {
-            let fd = file
-                .take()
-                .ok_or_else(|| std::io::Error::other("temp file not created"))?;
-            rustix::fs::fchown(&fd, Some(uid(owner.uid)), Some(gid(owner.gid)))?;
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-            File::from(fd).write_all(contents)?;
-            rustix::fs::renameat(&parent, &tmp, &parent, name)?;
-            Ok(())
-        })();
-        result.map_err(|e| {
-            let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
-            RootError::io("write", path, e)
-        })
+        };
+        let result = write();
+        if let (Err(_), Some(named)) = (&result, &tmp) {
+            let _ = rustix::fs::unlinkat(&parent, named, AtFlags::empty());
+        }
+        result
     }
 
     /// Flushes everything written to the root's file system (`syncfs`).
@@ -541,28 +553,6 @@ fn split(path: &Path) -> Result<(&Path, &OsStr), RootError> {
             reason: "names no file",
         }),
     }
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Runs `create` with fresh temp names beside `name` until one does not already exist.
-fn create_with_temp_name(
-    path: &Path,
-    name: &OsStr,
-    mut create: impl FnMut(&OsStr) -> Result<(), Errno>,
-) -> Result<OsString, RootError> {
-    for _ in 0..100 {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut tmp = OsString::from(".");
-        tmp.push(name);
-        tmp.push(format!(".mco-tmp-{}-{n}", std::process::id()));
-        match create(&tmp) {
-            Ok(()) => return Ok(tmp),
-            Err(Errno::EXIST) => continue,
-            Err(e) => return Err(RootError::io("create", path, e)),
-        }
-    }
-    Err(RootError::io("create", path, Errno::EXIST))
 }
 
 fn rename_into_place(

@@ -66,6 +66,8 @@ pub struct Node {
     pub ca_file: PathBuf,
     stop_companion: watch::Sender<bool>,
     agent: Option<tokio::process::Child>,
+    /// The process id of the agent started last.
+    last_agent_pid: Option<u32>,
     boots: u32,
     starts: u32,
     /// The Kubernetes API test server and the kubelet kubeconfig, in cluster mode.
@@ -160,6 +162,7 @@ impl Node {
             ca_file,
             stop_companion,
             agent: None,
+            last_agent_pid: None,
             boots: 1,
             starts: 0,
             cluster: None,
@@ -310,7 +313,14 @@ impl Node {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        self.agent = Some(cmd.spawn().unwrap());
+        let child = cmd.spawn().unwrap();
+        self.last_agent_pid = child.id();
+        self.agent = Some(child);
+    }
+
+    /// The process id of the agent started last (running or not).
+    pub fn last_agent_pid(&self) -> Option<u32> {
+        self.last_agent_pid
     }
 
     fn log_path(&self, n: u32) -> PathBuf {

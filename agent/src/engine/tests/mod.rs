@@ -7,6 +7,7 @@ mod locked;
 mod reboot;
 mod rebootless;
 mod resume;
+mod stale_temps;
 
 use std::fs;
 use std::path::{Path, PathBuf};
