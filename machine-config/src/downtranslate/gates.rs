@@ -1,144 +1,64 @@
-//! Which fields and values each Ignition 3.x minor added, and the walk that removes or refuses
-//! them for an older target.
-//!
-//! The field table was derived by comparing the JSON field sets of Ignition's
-//! `config/v3_{0..5}/types/schema.go`; the value rules come from Ignition's "Upgrading Configs"
-//! document (sha256 hashes in 3.1, `gs://` in 3.2, filesystem format `none` in 3.3, S3 access
-//! point ARNs in 3.4).
+//! The walk that removes or refuses, for an older target, what newer 3.x minors added. What each
+//! minor added comes from the parser's schema tables ([`crate::ignition::schema`]), the one
+//! source of truth for both.
 
 use serde_json::{Map, Value};
 
-/// `(field pattern, minor that added it)`. Patterns are dotted JSON keys with `*` standing for a
-/// list index.
-pub const NEWER_FIELDS: &[(&str, u64)] = &[
-    ("ignition.config.merge.*.compression", 1),
-    ("ignition.config.merge.*.httpHeaders", 1),
-    ("ignition.config.replace.compression", 1),
-    ("ignition.config.replace.httpHeaders", 1),
-    ("ignition.proxy", 1),
-    (
-        "ignition.security.tls.certificateAuthorities.*.compression",
-        1,
-    ),
-    (
-        "ignition.security.tls.certificateAuthorities.*.httpHeaders",
-        1,
-    ),
-    ("storage.files.*.append.*.httpHeaders", 1),
-    ("storage.files.*.contents.httpHeaders", 1),
-    ("storage.filesystems.*.mountOptions", 1),
-    ("passwd.groups.*.shouldExist", 2),
-    ("passwd.users.*.shouldExist", 2),
-    ("storage.disks.*.partitions.*.resize", 2),
-    ("storage.luks", 2),
-    ("kernelArguments", 3),
-    ("storage.luks.*.clevis.tang.*.advertisement", 4),
-    ("storage.luks.*.discard", 4),
-    ("storage.luks.*.openOptions", 4),
-    ("storage.luks.*.cex", 5),
-];
+use crate::ignition::schema::{self, Shape};
 
 /// Removes from `config` every field newer than `minor` whose value is a no-op default, and
 /// records a problem for every other use of a newer field or value.
-pub(super) fn strip_newer(config: &mut Value, minor: u64, problems: &mut Vec<String>) {
-    if let Value::Object(map) = config {
-        walk_object(map, "", "$", minor, problems);
+pub(super) fn strip_newer(config: &mut Value, minor: u8, problems: &mut Vec<String>) {
+    walk(config, &schema::V3, "$", minor, problems);
+}
+
+fn walk(value: &mut Value, shape: &Shape, path: &str, minor: u8, problems: &mut Vec<String>) {
+    match (shape, value) {
+        (Shape::Object(_), Value::Object(map)) => walk_object(map, shape, path, minor, problems),
+        (Shape::Array(item), Value::Array(items)) => {
+            for (index, child) in items.iter_mut().enumerate() {
+                walk(child, item, &format!("{path}.{index}"), minor, problems);
+            }
+        }
+        (shape, value) => {
+            for gate in schema::value_gates(shape, value).filter(|g| g.since > minor) {
+                problems.push(format!(
+                    "{path}: {} are not supported before spec 3.{}.0",
+                    gate.many, gate.since
+                ));
+            }
+        }
     }
 }
 
+/// Keys the schema does not know are left as they are (nothing under them is gated).
 fn walk_object(
     map: &mut Map<String, Value>,
-    pattern: &str,
+    shape: &Shape,
     path: &str,
-    minor: u64,
+    minor: u8,
     problems: &mut Vec<String>,
 ) {
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
-        let child_pattern = if pattern.is_empty() {
-            key.clone()
-        } else {
-            format!("{pattern}.{key}")
+        let Some(field) = shape.field(&key) else {
+            continue;
         };
         let child_path = format!("{path}.{key}");
-        if let Some(since) = added_in(&child_pattern)
-            && since > minor
-        {
+        if field.since() > minor {
             if is_noop_default(&key, &map[&key]) {
                 map.remove(&key);
             } else {
                 problems.push(format!(
-                    "{child_path}: not supported before spec 3.{since}.0"
+                    "{child_path}: not supported before spec 3.{}.0",
+                    field.since()
                 ));
             }
             continue;
         }
-        if let Some(value) = map.get_mut(&key) {
-            check_value(&key, value, &child_pattern, &child_path, minor, problems);
-            walk_value(value, &child_pattern, &child_path, minor, problems);
+        if let Some(child) = map.get_mut(&key) {
+            walk(child, field.shape(), &child_path, minor, problems);
         }
-    }
-}
-
-fn walk_value(
-    value: &mut Value,
-    pattern: &str,
-    path: &str,
-    minor: u64,
-    problems: &mut Vec<String>,
-) {
-    match value {
-        Value::Object(map) => walk_object(map, pattern, path, minor, problems),
-        Value::Array(items) => {
-            let item_pattern = format!("{pattern}.*");
-            for (index, item) in items.iter_mut().enumerate() {
-                walk_value(
-                    item,
-                    &item_pattern,
-                    &format!("{path}.{index}"),
-                    minor,
-                    problems,
-                );
-            }
-        }
-        _ => {}
-    }
-}
-
-fn added_in(pattern: &str) -> Option<u64> {
-    NEWER_FIELDS
-        .iter()
-        .find(|(field, _)| *field == pattern)
-        .map(|(_, since)| *since)
-}
-
-/// Values (not fields) that a minor made legal.
-fn check_value(
-    key: &str,
-    value: &Value,
-    pattern: &str,
-    path: &str,
-    minor: u64,
-    problems: &mut Vec<String>,
-) {
-    let Some(text) = value.as_str() else {
-        return;
-    };
-    let needs = match key {
-        "hash" if text.starts_with("sha256-") => Some((1, "sha256 hashes")),
-        "source" if text.starts_with("gs://") => Some((2, "gs:// sources")),
-        "source" if text.starts_with("arn:") => Some((4, "S3 access point ARN sources")),
-        "format" if text == "none" && pattern == "storage.filesystems.*.format" => {
-            Some((3, "filesystem format \"none\""))
-        }
-        _ => None,
-    };
-    if let Some((since, what)) = needs
-        && since > minor
-    {
-        problems.push(format!(
-            "{path}: {what} are not supported before spec 3.{since}.0"
-        ));
     }
 }
 

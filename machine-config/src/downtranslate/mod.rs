@@ -21,16 +21,14 @@ use serde_json::Value;
 
 pub use crate::ignition::SpecVersion;
 
-pub use gates::NEWER_FIELDS;
-
 /// The newest spec, the internal form.
 pub const NEWEST: SpecVersion = SpecVersion::V3_5;
 
 /// The 3.x minor whose field set a target's checks use (2.2 is checked as 3.0, then more).
-fn gate_minor(target: SpecVersion) -> u64 {
+fn gate_minor(target: SpecVersion) -> u8 {
     match target {
         SpecVersion::V2_2 => 0,
-        other => other.major_minor().1,
+        other => u8::try_from(other.major_minor().1).unwrap_or(u8::MAX),
     }
 }
 

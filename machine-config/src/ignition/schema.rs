@@ -2,9 +2,16 @@
 //!
 //! A field known to a later 3.x minor than the config declares is an error naming the field and
 //! the version it needs. A field no version knows is reported as a warning ("unused key"), as
-//! Ignition does, and dropped before typed decoding. A few *values* are version-gated too:
-//! `sha256-` hashes (3.1), `gs://` sources (3.2), filesystem format `none` (3.3), `arn:` sources
-//! (3.4).
+//! Ignition does, and dropped before typed decoding. A few *values* are version-gated too
+//! ([`VALUE_GATES`]): `sha256-` hashes (3.1), `gs://` sources (3.2), filesystem format `none`
+//! (3.3), `arn:` sources (3.4).
+//!
+//! These tables are the one source of truth for what each 3.x minor added: parsing gates a
+//! config's fields and values by its declared version with them ([`gate`]), and
+//! down-translation ([`crate::downtranslate`]) walks the same tables to find what an older
+//! target cannot express. The field set was derived by comparing the JSON field sets of
+//! Ignition's `config/v3_{0..5}/types/schema.go`; the value rules come from Ignition's
+//! "Upgrading Configs" document.
 
 use serde_json::Value;
 
@@ -29,6 +36,85 @@ pub(crate) struct Field {
     /// First 3.x minor that knows the field (0 for spec 2.2 tables).
     since: u8,
     shape: Shape,
+}
+
+impl Field {
+    /// First 3.x minor that knows the field.
+    pub(crate) fn since(&self) -> u8 {
+        self.since
+    }
+
+    /// What the field holds.
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.shape
+    }
+}
+
+impl Shape {
+    /// The field `name` of an object shape; `None` for an unknown key or another shape.
+    pub(crate) fn field(&self, name: &str) -> Option<&Field> {
+        match self {
+            Shape::Object(fields) => fields.iter().find(|f| f.name == name),
+            _ => None,
+        }
+    }
+}
+
+/// Values (not fields) that a 3.x minor made legal.
+pub(crate) struct ValueGate {
+    /// The shape of the fields whose values it gates.
+    holder: fn(&Shape) -> bool,
+    /// Whether a value is one it gates.
+    applies: fn(&str) -> bool,
+    /// First 3.x minor that accepts the value.
+    pub since: u8,
+    /// One such value, for parse errors (`a sha256 hash`).
+    pub one: &'static str,
+    /// Such values, for down-translation problems (`sha256 hashes`).
+    pub many: &'static str,
+}
+
+/// Every value gate.
+pub(crate) const VALUE_GATES: &[ValueGate] = &[
+    ValueGate {
+        holder: |s| matches!(s, Shape::Hash),
+        applies: |v| v.starts_with("sha256-"),
+        since: 1,
+        one: "a sha256 hash",
+        many: "sha256 hashes",
+    },
+    ValueGate {
+        holder: |s| matches!(s, Shape::Source),
+        applies: |v| v.starts_with("gs://"),
+        since: 2,
+        one: "a gs:// source",
+        many: "gs:// sources",
+    },
+    ValueGate {
+        holder: |s| matches!(s, Shape::FsFormat),
+        applies: |v| v == "none",
+        since: 3,
+        one: "filesystem format \"none\"",
+        many: "filesystem format \"none\"",
+    },
+    ValueGate {
+        holder: |s| matches!(s, Shape::Source),
+        applies: |v| v.starts_with("arn:"),
+        since: 4,
+        one: "a arn: source",
+        many: "S3 access point ARN sources",
+    },
+];
+
+/// The gates that `value`, held by a field of `shape`, is subject to.
+pub(crate) fn value_gates<'a>(
+    shape: &'a Shape,
+    value: &'a Value,
+) -> impl Iterator<Item = &'static ValueGate> + 'a {
+    let text = value.as_str();
+    VALUE_GATES
+        .iter()
+        .filter(move |g| (g.holder)(shape) && text.is_some_and(|t| (g.applies)(t)))
 }
 
 pub(super) const fn f(name: &'static str, since: u8, shape: Shape) -> Field {
@@ -319,23 +405,14 @@ fn walk(value: &mut Value, shape: &Shape, minor: u8, path: &str, report: &mut Ga
                 walk(child, item, minor, &format!("{path}.{i}"), report);
             }
         }
-        (Shape::Hash, Value::String(s)) if s.starts_with("sha256-") && minor < 1 => {
-            report.errors.push(needs(path, "a sha256 hash", 1, minor));
-        }
-        (Shape::Source, Value::String(s)) => {
-            let gated = [("gs://", 2), ("arn:", 4)];
-            for (prefix, since) in gated {
-                if s.starts_with(prefix) && minor < since {
-                    let what = format!("a {prefix} source");
-                    report.errors.push(needs(path, &what, since, minor));
-                }
+        (shape, value) => {
+            for gate in value_gates(shape, value).filter(|g| g.since > minor) {
+                report.errors.push(needs(path, gate.one, gate.since, minor));
             }
         }
-        (Shape::FsFormat, Value::String(s)) if s == "none" && minor < 3 => {
-            report
-                .errors
-                .push(needs(path, "filesystem format \"none\"", 3, minor));
-        }
-        _ => {}
     }
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod tests;
