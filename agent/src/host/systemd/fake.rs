@@ -40,9 +40,13 @@ struct Inner {
     reloadable: BTreeSet<String>,
     /// Units whose start jobs succeed without activating them (an unmet condition).
     stay_inactive: BTreeSet<String>,
+    /// Results other than `done` of the jobs of a kind for a unit.
     job_results: BTreeMap<(&'static str, String), String>,
     call_failures: BTreeMap<(&'static str, String), String>,
 }
+
+/// The result systemd gives a job that succeeded.
+const JOB_DONE: &str = "done";
 
 #[derive(Default)]
 pub struct FakeSystemd {
@@ -98,11 +102,16 @@ impl FakeSystemd {
         self
     }
 
-    /// The next jobs of `kind` for `unit` end with `result` (`failed`, `timeout`, ...).
+    /// The next jobs of `kind` for `unit` end with `result` (`failed`, `timeout`, ...);
+    /// `done`, systemd's result of a job that succeeded, makes them succeed again.
     pub fn fail_job(&self, kind: JobKind, unit: &str, result: &str) {
-        self.lock()
-            .job_results
-            .insert((kind.as_str(), unit.to_owned()), result.to_owned());
+        let key = (kind.as_str(), unit.to_owned());
+        let mut inner = self.lock();
+        if result == JOB_DONE {
+            inner.job_results.remove(&key);
+        } else {
+            inner.job_results.insert(key, result.to_owned());
+        }
     }
 
     /// Calls of D-Bus `method` (`EnableUnitFiles`, `Reload`, `StartUnit`, ...) about `target`

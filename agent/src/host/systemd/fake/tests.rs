@@ -101,6 +101,31 @@ async fn failed_jobs_name_unit_and_result_and_leave_the_unit_failed() {
 }
 
 #[tokio::test]
+async fn a_failing_job_set_back_to_done_succeeds_again() {
+    let fake = FakeSystemd::new().with_unit("crio.service", ActiveState::Active);
+    fake.fail_job(JobKind::Restart, "crio.service", "failed");
+    fake.fail_job(JobKind::Start, "crio.service", "timeout");
+    fake.restart_unit("crio.service")
+        .await
+        .expect_err("restart fails");
+    fake.fail_job(JobKind::Restart, "crio.service", "done");
+    fake.restart_unit("crio.service")
+        .await
+        .expect("restart succeeds again");
+    let state = fake.unit_active_state("crio.service").await.expect("state");
+    assert_eq!(state.active_state, ActiveState::Active);
+    // Only that kind of job was cleared.
+    let err = fake
+        .start_unit("crio.service")
+        .await
+        .expect_err("start still fails");
+    assert_eq!(
+        err.to_string(),
+        "start of crio.service ended with result 'timeout'"
+    );
+}
+
+#[tokio::test]
 async fn reload_needs_exec_reload() {
     let fake = FakeSystemd::new()
         .with_unit("plain.service", ActiveState::Active)
