@@ -4,7 +4,7 @@
 //!
 //! Paths given to [`Root`] are the paths configs talk about: absolute, e.g. `/etc/foo`.
 //! Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory);
-//! the temp files have names of their own ([`temp`]), so that those a killed writer leaves are
+//! the temp files have names of their own (module `temp`), so that those a killed writer leaves are
 //! found and removed.
 
 mod error;
