@@ -25,8 +25,9 @@ for bin in usr/bin/mco-agent usr/libexec/mco-firstboot; do
   got=$("$from_source/$bin" --version) || fail "$bin from the RPM built from source does not run"
   [ "$got" = "$(basename "$bin") $version" ] || fail "$bin --version says '$got'"
 done
-rpm -qlp "$from_source"/rpms/mco-agent-selinux-"$version"-*.noarch.rpm |
-  grep -qxF /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 ||
+# the listing first: `rpm | grep -q` would fail under pipefail when grep stops reading early
+listing=$(rpm -qlp "$from_source"/rpms/mco-agent-selinux-"$version"-*.noarch.rpm)
+grep -qxF /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 <<<"$listing" ||
   fail "the -selinux RPM built from source lacks the policy module"
 echo "tests/packaging.sh: the RPMs build from source (rpmbuild %build), their binaries run ($version)"
 
