@@ -3,29 +3,14 @@
 //! and parsed.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use machine_config::MachineConfig;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::json;
-
 use super::{MetricsArgs, MetricsHandle, start};
-use crate::engine::fake::FakeCluster;
-use crate::engine::{Engine, EngineOptions, Outcome, Seams};
-use crate::host::reboot::FakeRebooter;
-use crate::host::systemd::{ActiveState, FakeSystemd};
-use crate::os::FakeOsUpdater;
+use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, REBOOT_FILE, mc};
+use crate::engine::{Engine, Outcome};
 use crate::rootfs::Root;
-
-const IMAGE: &str = "quay.io/example/os@sha256:1111";
-/// Reloads crio under the default policy.
-const CRIO_POLICY: &str = "/etc/containers/policy.json";
-/// Reboots (and drains) under the default policy.
-const REBOOT_FILE: &str = "/etc/mco/reboot.conf";
 
 /// One sample of the exposition.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,119 +103,25 @@ async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
     parse(&response.text().await.unwrap())
 }
 
-/// A node on a temp root with fakes for every seam.
-struct Node {
-    dir: tempfile::TempDir,
-    boot_file: PathBuf,
-    cluster: Arc<FakeCluster>,
-    os: Arc<FakeOsUpdater>,
-    rebooter: Arc<FakeRebooter>,
-    systemd: Arc<FakeSystemd>,
+/// The engine tests' node, with an `os-release` for the host OS metric.
+fn node() -> Node {
+    let node = Node::new();
+    node.write(
+        "/etc/os-release",
+        "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\nVERSION_ID=\"4.18\"\n",
+    );
+    node
 }
 
-impl Node {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let r = dir.path();
-        fs::create_dir_all(r.join("etc")).unwrap();
-        fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
-        fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
-        fs::write(
-            r.join("etc/os-release"),
-            "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\nVERSION_ID=\"4.18\"\n",
-        )
-        .unwrap();
-        let boot_file = r.join("boot_id");
-        fs::write(&boot_file, "boot-1\n").unwrap();
-        Node {
-            dir,
-            boot_file,
-            cluster: Arc::new(FakeCluster::new()),
-            os: Arc::new(FakeOsUpdater::booted("rhcos", IMAGE, "root=LABEL=root rw")),
-            rebooter: Arc::new(FakeRebooter::new()),
-            systemd: Arc::new(
-                FakeSystemd::new()
-                    .with_unit("crio.service", ActiveState::Active)
-                    .with_reloadable("crio.service"),
-            ),
-        }
-    }
-
-    fn root(&self) -> Root {
-        Root::open(self.dir.path()).unwrap()
-    }
-
-    /// A freshly started agent, observed by `metrics`.
-    fn engine(&self, metrics: &MetricsHandle) -> Engine {
-        let seams = Seams {
-            units: None,
-            systemd: Some(self.systemd.clone()),
-            os: Some(self.os.clone()),
-            os_unavailable: String::new(),
-            rebooter: Some(self.rebooter.clone()),
-            no_reboot: String::new(),
-        };
-        let opts = EngineOptions {
-            boot_id_file: self.boot_file.clone(),
-            ..EngineOptions::default()
-        };
-        let engine = Engine::new(self.root(), seams, opts, self.cluster.clone()).unwrap();
-        engine.reporter().add_observer(metrics.observer());
-        engine
-    }
-
-    /// The node is in `mc` (as Ignition left it).
-    async fn provision(&self, mc: &MachineConfig) {
-        let root = self.root();
-        let options = crate::apply::ApplyOptions {
-            field_prefix: "$.spec.config",
-            write_all: false,
-            first_application: true,
-        };
-        let units = crate::units::OfflineUnits::new(&root);
-        crate::apply::apply(
-            &root,
-            &machine_config::Config::empty(),
-            &mc.ignition().unwrap(),
-            &options,
-            &units,
-        )
-        .await
-        .unwrap();
-        crate::input::write_current(&root, mc).unwrap();
-    }
-
-    /// The staged deployment boots; the boot id changes.
-    fn reboot(&self, n: u32) {
-        self.os.reboot();
-        fs::write(&self.boot_file, format!("boot-{n}\n")).unwrap();
-    }
+/// A freshly started agent on `node`, observed by `metrics`.
+fn observed(node: &Node, metrics: &MetricsHandle) -> Engine {
+    let engine = node.engine();
+    engine.reporter().add_observer(metrics.observer());
+    engine
 }
 
-/// A MachineConfig with these files (mode 0644) and kernel arguments, on [`IMAGE`].
-fn mc(name: &str, files: &[(&str, &str)], kargs: &[&str]) -> MachineConfig {
-    let files: Vec<_> = files
-        .iter()
-        .map(|(path, contents)| {
-            json!({
-                "path": path,
-                "mode": 420,
-                "overwrite": true,
-                "contents": {"source": format!("data:,{}", utf8_percent_encode(contents, NON_ALPHANUMERIC))},
-            })
-        })
-        .collect();
-    MachineConfig::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name},
-        "spec": {
-            "osImageURL": IMAGE,
-            "kernelArguments": kargs,
-            "config": {"ignition": {"version": "3.2.0"}, "storage": {"files": files}},
-        },
-    }))
-    .unwrap()
+fn root(node: &Node) -> Root {
+    Root::open(node.path()).unwrap()
 }
 
 fn served_only() -> MetricsArgs {
@@ -243,8 +134,8 @@ fn served_only() -> MetricsArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
-    let node = Node::new();
-    let metrics = start(&served_only(), &node.root()).await.unwrap();
+    let node = node();
+    let metrics = start(&served_only(), &root(&node)).await.unwrap();
     let s = scrape(&metrics).await;
     assert_eq!(
         value(
@@ -264,12 +155,17 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
     }
 
     // A rebootless update (crio reload).
-    node.provision(&mc("rendered-0", &[(CRIO_POLICY, "{}\n")], &[]))
+    node.provision(&mc("rendered-0", &[(CRIO_POLICY, "{}\n")], &[], IMAGE))
         .await;
-    let a = mc("rendered-a", &[(CRIO_POLICY, "{\"default\":[]}\n")], &[]);
+    let a = mc(
+        "rendered-a",
+        &[(CRIO_POLICY, "{\"default\":[]}\n")],
+        &[],
+        IMAGE,
+    );
     let started = super::unix_now();
     assert_eq!(
-        node.engine(&metrics).update(&a, false).await.outcome,
+        observed(&node, &metrics).update(&a, false).await.outcome,
         Outcome::Done
     );
     let s = scrape(&metrics).await;
@@ -308,10 +204,11 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
         "rendered-b",
         &[(CRIO_POLICY, "{\"default\":[]}\n"), (REBOOT_FILE, "b\n")],
         &["nosmt"],
+        IMAGE,
     );
     node.os
         .fail_next("KernelArgs", "error: Invalid kernel argument");
-    let r = node.engine(&metrics).update(&b, false).await;
+    let r = observed(&node, &metrics).update(&b, false).await;
     let Outcome::Degraded(reason) = &r.outcome else {
         panic!("{r:?}")
     };
@@ -355,7 +252,7 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
 
     // The OS step succeeds (pivot errors back to 0), but the reboot is refused.
     node.rebooter.refuse("Operation not permitted");
-    let r = node.engine(&metrics).update(&b, false).await;
+    let r = observed(&node, &metrics).update(&b, false).await;
     assert!(matches!(r.outcome, Outcome::Degraded(_)), "{r:?}");
     let s = scrape(&metrics).await;
     assert_eq!(value(&s, "mcd_pivot_errors_total", &[]), Some(0.0));
@@ -366,18 +263,14 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
     );
 
     // Retried: the reboot is requested; after the boot the update is verified and Done.
-    let fresh = Arc::new(FakeRebooter::new());
-    let node = Node {
-        rebooter: fresh,
-        ..node
-    };
+    node.rebooter.allow();
     assert_eq!(
-        node.engine(&metrics).update(&b, false).await.outcome,
+        observed(&node, &metrics).update(&b, false).await.outcome,
         Outcome::Rebooting
     );
-    node.reboot(2);
+    node.reboot(false);
     assert_eq!(
-        node.engine(&metrics).resume().await.unwrap().outcome,
+        observed(&node, &metrics).resume().await.unwrap().outcome,
         Outcome::Done
     );
     let s = scrape(&metrics).await;
@@ -421,8 +314,9 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
         "rendered-c",
         &[(CRIO_POLICY, "{\"default\":[]}\n"), (REBOOT_FILE, "c\n")],
         &["nosmt"],
+        IMAGE,
     );
-    let r = node.engine(&metrics).update(&c, false).await;
+    let r = observed(&node, &metrics).update(&c, false).await;
     assert!(matches!(r.outcome, Outcome::Degraded(_)), "{r:?}");
     let s = scrape(&metrics).await;
     assert_eq!(
@@ -435,7 +329,7 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
     );
 
     // Drift, as the drift monitor reports it.
-    let engine = node.engine(&metrics);
+    let engine = observed(&node, &metrics);
     let before = super::unix_now();
     engine
         .reporter()
@@ -450,8 +344,8 @@ async fn scraped_metrics_follow_updates_failures_reboots_drains_and_drift() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_metrics_are_served_and_a_busy_port_is_named() {
-    let node = Node::new();
-    let metrics = start(&served_only(), &node.root()).await.unwrap();
+    let node = node();
+    let metrics = start(&served_only(), &root(&node)).await.unwrap();
     let addr = metrics.addr().unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -461,7 +355,7 @@ async fn only_metrics_are_served_and_a_busy_port_is_named() {
         metrics_listen: addr,
         ..served_only()
     };
-    let err = format!("{:#}", start(&busy, &node.root()).await.err().unwrap());
+    let err = format!("{:#}", start(&busy, &root(&node)).await.err().unwrap());
     assert!(
         err.contains(&format!("listening for metrics on {addr}")),
         "{err}"
@@ -470,7 +364,7 @@ async fn only_metrics_are_served_and_a_busy_port_is_named() {
         no_metrics: true,
         ..served_only()
     };
-    assert_eq!(start(&off, &node.root()).await.unwrap().addr(), None);
+    assert_eq!(start(&off, &root(&node)).await.unwrap().addr(), None);
 }
 
 /// Serves `/healthz`: `ok`, or 500 while `failing`.
@@ -499,14 +393,14 @@ async fn fake_kubelet(failing: Arc<AtomicBool>) -> std::net::SocketAddr {
 async fn kubelet_state_counts_consecutive_failed_checks() {
     let failing = Arc::new(AtomicBool::new(true));
     let kubelet = fake_kubelet(failing.clone()).await;
-    let node = Node::new();
+    let node = node();
     let args = MetricsArgs {
         kubelet_healthz_enabled: true,
         kubelet_healthz_endpoint: format!("http://{kubelet}/healthz"),
         kubelet_healthz_interval: Duration::from_millis(50),
         ..served_only()
     };
-    let metrics = start(&args, &node.root()).await.unwrap();
+    let metrics = start(&args, &root(&node)).await.unwrap();
     let kubelet_state = async |want: fn(f64) -> bool| {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -530,7 +424,7 @@ async fn kubelet_state_counts_consecutive_failed_checks() {
         ..args
     };
     drop(metrics);
-    let metrics = start(&closed, &node.root()).await.unwrap();
+    let metrics = start(&closed, &root(&node)).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while value(&scrape(&metrics).await, "mcd_kubelet_state", &[]).unwrap() < 2.0 {
         assert!(tokio::time::Instant::now() < deadline);

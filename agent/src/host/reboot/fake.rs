@@ -29,6 +29,11 @@ impl FakeRebooter {
         *lock(&self.refuse_with) = Some(message.to_owned());
     }
 
+    /// Later reboots happen again (undoes [`FakeRebooter::refuse`]).
+    pub fn allow(&self) {
+        *lock(&self.refuse_with) = None;
+    }
+
     /// The reasons of the reboots that "happened", in order.
     pub fn reasons(&self) -> Vec<String> {
         lock(&self.reasons).clone()
