@@ -63,15 +63,7 @@ async fn desired_config_to_done_rebootless_then_a_reboot_update() {
     let kargs = node.rendered_name();
     node.wait_served(&kargs).await;
     node.set_desired(&kargs);
-    let deadline = std::time::Instant::now() + secs(30);
-    while node.logind.reboots() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no reboot requested\n{}",
-            node.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    node.wait_reboot_requested(secs(30)).await;
     // Still in the old config, Working, marked as rebooting (node writes land asynchronously).
     node.wait_annotations("Working", secs(10), "Working", Some(&files_only))
         .await;

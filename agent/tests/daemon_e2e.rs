@@ -6,8 +6,6 @@ mod common;
 mod daemon_env;
 mod os_env;
 
-use std::time::Duration;
-
 use daemon_env::{Node, done_in, machine_config, secs};
 use mco_agent::engine::NodeState;
 
@@ -77,15 +75,7 @@ async fn a_kargs_change_reboots_and_is_done_after_the_reboot() {
         s.pending_step.as_deref() == Some("RebootRequested")
     })
     .await;
-    let deadline = std::time::Instant::now() + secs(10);
-    while node.logind.reboots() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no reboot requested\n{}",
-            node.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    node.wait_reboot_requested(secs(10)).await;
     assert!(
         node.os.deployments()[0].options.contains("mco.e2e=1"),
         "{:?}",

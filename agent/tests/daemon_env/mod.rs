@@ -397,6 +397,19 @@ impl Node {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Waits until the agent has asked logind for a reboot.
+    pub async fn wait_reboot_requested(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.logind.reboots() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no reboot requested\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until the status satisfies `pred`; returns it and how long it took.
     pub async fn wait_status(
         &self,
