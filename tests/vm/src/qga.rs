@@ -4,6 +4,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -14,6 +15,16 @@ use serde_json::{Value, json};
 /// Before a command, the agent discards any partial input it holds when it reads this byte;
 /// `guest-sync-delimited` puts it before its answer, so stale output can be skipped.
 const DELIMITER: u8 = 0xff;
+
+/// Request ids, unique within this process. qemu's chardev hands the guest agent's port to one
+/// connection at a time, and a request written on an earlier connection (an attempt given up while
+/// the guest was still booting) is answered on the next one: a fresh id for every request, on
+/// every connection, keeps such late answers from being taken for the current one.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// What a guest command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +46,6 @@ impl ExecOutput {
 pub struct GuestAgent {
     stream: UnixStream,
     pending: Vec<u8>,
-    next_id: u64,
 }
 
 impl GuestAgent {
@@ -55,17 +65,17 @@ impl GuestAgent {
         let mut agent = GuestAgent {
             stream,
             pending: Vec::new(),
-            next_id: std::process::id() as u64 * 1000,
         };
         agent.sync(deadline)?;
         Ok(agent)
     }
 
     /// Sends `guest-sync-delimited` with a fresh id until the answer to the latest one arrives.
+    /// The agent answers the delimiter byte itself with a "stray" parse error; that answer, like
+    /// every other one not carrying the id being waited for, is skipped.
     fn sync(&mut self, deadline: Instant) -> Result<()> {
         loop {
-            self.next_id += 1;
-            let id = self.next_id;
+            let id = next_id();
             let request = json!({"execute": "guest-sync-delimited", "arguments": {"id": id}});
             let mut bytes = vec![DELIMITER];
             bytes.extend(serde_json::to_vec(&request)?);
@@ -124,17 +134,25 @@ impl GuestAgent {
         }
     }
 
-    /// Runs one agent command and returns its `return` value.
+    /// Runs one agent command and returns its `return` value. The request carries an `id`, which
+    /// the agent copies into its answer (an error too); answers without it are late ones (to an
+    /// earlier connection's requests, or parse errors for delimiter bytes) and are skipped.
     pub fn call(&mut self, command: &str, arguments: Value, deadline: Instant) -> Result<Value> {
-        let request = json!({"execute": command, "arguments": arguments});
+        let id = next_id();
+        let request = json!({"execute": command, "arguments": arguments, "id": id});
         let mut bytes = serde_json::to_vec(&request)?;
         bytes.push(b'\n');
         self.stream
             .write_all(&bytes)
             .context("writing to the guest agent")?;
-        let reply = self
-            .read_reply(deadline)?
-            .with_context(|| format!("guest agent: no answer to {command} in time"))?;
+        let reply = loop {
+            let reply = self
+                .read_reply(deadline)?
+                .with_context(|| format!("guest agent: no answer to {command} in time"))?;
+            if reply.get("id").and_then(Value::as_u64) == Some(id) {
+                break reply;
+            }
+        };
         if let Some(error) = reply.get("error") {
             bail!("guest agent: {command} failed: {error}");
         }
@@ -193,54 +211,65 @@ mod tests {
     use std::io::{BufRead, BufReader};
     use std::os::unix::net::UnixListener;
 
-    /// A guest agent that, like a real one starting late, first answers two stale sync requests
-    /// and sends a stray delimiter, then runs exec requests: `echo` is the only program.
-    fn fake_agent(listener: UnixListener) {
-        let (stream, _) = listener.accept().unwrap();
-        let mut out = stream.try_clone().unwrap();
-        let mut input = BufReader::new(stream);
-        out.write_all(b"\xff{\"return\": 1}\n\xff{\"return\": 2}\n")
-            .unwrap();
-        let mut line = Vec::new();
-        let mut echoed = String::new();
-        while input.read_until(b'\n', &mut line).unwrap() > 0 {
-            let text: Vec<u8> = line.drain(..).filter(|b| *b != DELIMITER).collect();
-            let req: Value = serde_json::from_slice(&text).unwrap();
-            let args = &req["arguments"];
-            let reply = match req["execute"].as_str().unwrap() {
-                "guest-sync-delimited" => {
-                    out.write_all(&[DELIMITER]).unwrap();
-                    json!({"return": args["id"]})
-                }
-                "guest-exec" if args["path"] == "/bin/echo" => {
-                    let words: Vec<&str> = args["arg"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|a| a.as_str().unwrap())
-                        .collect();
-                    echoed = words.join(" ");
-                    json!({"return": {"pid": 42}})
-                }
-                "guest-exec" => json!({"error": {"class": "GenericError", "desc": "No such file"}}),
-                "guest-exec-status" => json!({"return": {
-                    "exited": true, "exitcode": 0,
-                    "out-data": B64.encode(format!("{echoed}\n")),
-                }}),
-                other => panic!("unexpected {other}"),
-            };
-            writeln!(out, "{reply}").unwrap();
+    const STRAY: &str =
+        r#"{"error": {"class": "GenericError", "desc": "JSON parse error, stray '\uFFFD'"}}"#;
+
+    /// A guest agent serving `connections` connections one after another, as qemu's chardev does,
+    /// with the late output a booting guest produces: each connection first gets the answers to
+    /// the previous connection's sync requests, and the parse error qemu-ga (7.2) sends for a
+    /// delimiter byte comes after the sync answer instead of before it. Answers echo the request's
+    /// `id`; `echo` is the only program.
+    fn fake_agent(listener: UnixListener, connections: usize) {
+        let mut late: Vec<u8> = Vec::new();
+        for _ in 0..connections {
+            let (stream, _) = listener.accept().unwrap();
+            let mut out = stream.try_clone().unwrap();
+            let mut input = BufReader::new(stream);
+            out.write_all(&std::mem::take(&mut late)).unwrap();
+            let mut line = Vec::new();
+            let mut echoed = String::new();
+            while input.read_until(b'\n', &mut line).unwrap() > 0 {
+                let delimited = line.first() == Some(&DELIMITER);
+                let text: Vec<u8> = line.drain(..).filter(|b| *b != DELIMITER).collect();
+                let req: Value = serde_json::from_slice(&text).unwrap();
+                let args = &req["arguments"];
+                let mut reply = match req["execute"].as_str().unwrap() {
+                    "guest-sync-delimited" => {
+                        let mut answer = vec![DELIMITER];
+                        answer.extend(format!("{{\"return\": {}}}\n", args["id"]).bytes());
+                        late.extend_from_slice(&answer);
+                        out.write_all(&answer).unwrap();
+                        if delimited {
+                            writeln!(out, "{STRAY}").unwrap();
+                        }
+                        continue;
+                    }
+                    "guest-exec" if args["path"] == "/bin/echo" => {
+                        let words: Vec<&str> = args["arg"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|a| a.as_str().unwrap())
+                            .collect();
+                        echoed = words.join(" ");
+                        json!({"return": {"pid": 42}})
+                    }
+                    "guest-exec" => {
+                        json!({"error": {"class": "GenericError", "desc": "No such file"}})
+                    }
+                    "guest-exec-status" => json!({"return": {
+                        "exited": true, "exitcode": 0,
+                        "out-data": B64.encode(format!("{echoed}\n")),
+                    }}),
+                    other => panic!("unexpected {other}"),
+                };
+                reply["id"] = req["id"].clone();
+                writeln!(out, "{reply}").unwrap();
+            }
         }
     }
 
-    #[test]
-    fn syncs_past_stale_replies_and_runs_commands() {
-        let tmp = tempfile::tempdir().unwrap();
-        let socket = tmp.path().join("qga.sock");
-        let listener = UnixListener::bind(&socket).unwrap();
-        let server = std::thread::spawn(move || fake_agent(listener));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut agent = GuestAgent::connect(&socket, deadline).unwrap();
+    fn echo_hello(agent: &mut GuestAgent, deadline: Instant) {
         let out = agent
             .exec(&["/bin/echo", "hello", "guest"], b"", deadline)
             .unwrap();
@@ -253,10 +282,37 @@ mod tests {
                 stderr: String::new()
             }
         );
+    }
+
+    #[test]
+    fn syncs_past_late_answers_and_runs_commands() {
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = tmp.path().join("qga.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || fake_agent(listener, 1));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut agent = GuestAgent::connect(&socket, deadline).unwrap();
+        echo_hello(&mut agent, deadline);
         let err = agent.exec(&["/bin/nope"], b"", deadline).unwrap_err();
         assert!(err.to_string().contains("guest-exec failed"), "{err}");
         assert!(err.to_string().contains("No such file"), "{err}");
         drop(agent);
+        server.join().unwrap();
+    }
+
+    /// The harness reconnects while a guest boots; the answers to an earlier connection's requests
+    /// then arrive on the next one, and must be taken neither for its sync nor for its commands.
+    #[test]
+    fn a_new_connection_skips_answers_meant_for_the_previous_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = tmp.path().join("qga.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || fake_agent(listener, 2));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for _ in 0..2 {
+            let mut agent = GuestAgent::connect(&socket, deadline).unwrap();
+            echo_hello(&mut agent, deadline);
+        }
         server.join().unwrap();
     }
 
