@@ -84,8 +84,10 @@ impl GuestAgent {
                 .write_all(&bytes)
                 .context("writing to the guest agent")?;
             let round = (Instant::now() + Duration::from_secs(3)).min(deadline);
-            while let Some(reply) = self.read_reply(round)? {
-                if reply.get("return").and_then(Value::as_u64) == Some(id) {
+            // Before the agent is in step, anything may arrive, even a line cut short.
+            while let Some(line) = self.read_line(round)? {
+                let reply: Option<Value> = serde_json::from_slice(&line).ok();
+                if reply.and_then(|r| r.get("return").and_then(Value::as_u64)) == Some(id) {
                     return Ok(());
                 }
             }
@@ -97,19 +99,26 @@ impl GuestAgent {
         }
     }
 
-    /// The next JSON reply, or `None` at `deadline`.
-    fn read_reply(&mut self, deadline: Instant) -> Result<Option<Value>> {
+    /// The next line, or `None` at `deadline`. A delimiter byte starts a new line: whatever came
+    /// before it on the same line is the rest of an answer cut short (written while qemu switched
+    /// connections) and is dropped.
+    fn read_line(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>> {
         loop {
-            self.pending.retain(|b| *b != DELIMITER);
-            if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=end).collect();
-                let text = String::from_utf8_lossy(&line);
-                if text.trim().is_empty() {
+            let delimiter = self.pending.iter().position(|b| *b == DELIMITER);
+            let newline = self.pending.iter().position(|b| *b == b'\n');
+            match (delimiter, newline) {
+                (Some(d), n) if n.is_none_or(|n| d < n) => {
+                    self.pending.drain(..=d);
                     continue;
                 }
-                return serde_json::from_str(&text)
-                    .map(Some)
-                    .with_context(|| format!("guest agent sent non-JSON: {}", text.trim()));
+                (_, Some(n)) => {
+                    let line: Vec<u8> = self.pending.drain(..=n).collect();
+                    if !line.trim_ascii().is_empty() {
+                        return Ok(Some(line));
+                    }
+                    continue;
+                }
+                _ => {}
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -146,9 +155,15 @@ impl GuestAgent {
             .write_all(&bytes)
             .context("writing to the guest agent")?;
         let reply = loop {
-            let reply = self
-                .read_reply(deadline)?
+            let line = self
+                .read_line(deadline)?
                 .with_context(|| format!("guest agent: no answer to {command} in time"))?;
+            let reply: Value = serde_json::from_slice(&line).with_context(|| {
+                format!(
+                    "guest agent sent non-JSON: {}",
+                    String::from_utf8_lossy(&line).trim()
+                )
+            })?;
             if reply.get("id").and_then(Value::as_u64) == Some(id) {
                 break reply;
             }
@@ -215,12 +230,12 @@ mod tests {
         r#"{"error": {"class": "GenericError", "desc": "JSON parse error, stray '\uFFFD'"}}"#;
 
     /// A guest agent serving `connections` connections one after another, as qemu's chardev does,
-    /// with the late output a booting guest produces: each connection first gets the answers to
-    /// the previous connection's sync requests, and the parse error qemu-ga (7.2) sends for a
-    /// delimiter byte comes after the sync answer instead of before it. Answers echo the request's
-    /// `id`; `echo` is the only program.
+    /// with the late output a booting guest produces: the first connection starts with an answer
+    /// cut short, each later one with the answers to the previous connection's sync requests; and
+    /// the parse error qemu-ga (7.2) sends for a delimiter byte comes after the sync answer instead
+    /// of before it. Answers echo the request's `id`; `echo` is the only program.
     fn fake_agent(listener: UnixListener, connections: usize) {
-        let mut late: Vec<u8> = Vec::new();
+        let mut late: Vec<u8> = br#"{"id": 1, "return": {"pi"#.to_vec();
         for _ in 0..connections {
             let (stream, _) = listener.accept().unwrap();
             let mut out = stream.try_clone().unwrap();
