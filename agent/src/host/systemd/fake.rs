@@ -122,6 +122,13 @@ impl FakeSystemd {
             .insert((method, target.to_owned()), message.to_owned());
     }
 
+    /// Calls of `method` about `target` succeed again, undoing `fail_call`.
+    pub fn succeed_call(&self, method: &'static str, target: &str) {
+        self.lock()
+            .call_failures
+            .remove(&(method, target.to_owned()));
+    }
+
     /// Start jobs for `unit` succeed but leave it inactive, like a unit whose condition is unmet.
     pub fn stay_inactive_after_start(&self, unit: &str) {
         self.lock().stay_inactive.insert(unit.to_owned());

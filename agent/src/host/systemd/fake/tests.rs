@@ -183,4 +183,11 @@ async fn injected_call_failures_are_returned() {
         "systemd Reload for the manager failed: Access denied"
     );
     assert_eq!(fake.calls(), vec![SystemdCall::DaemonReload]);
+
+    fake.succeed_call("Reload", "the manager");
+    fake.daemon_reload().await.expect("reload succeeds again");
+    assert_eq!(
+        fake.calls(),
+        vec![SystemdCall::DaemonReload, SystemdCall::DaemonReload]
+    );
 }
