@@ -126,7 +126,7 @@ fn bad_config_is_one_error_line() {
     assert_eq!(
         stderr,
         format!(
-            "error: {}: $.storage.files.0.path: path not absolute\n",
+            "error: {}: $.storage.files.0.path: file \"etc/x\": path not absolute\n",
             bad.display()
         )
     );

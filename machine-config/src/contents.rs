@@ -1,5 +1,10 @@
 //! Decoding file contents: `data:` URL, then `compression`, then `verification.hash`.
 //!
+//! No source is an empty file, whatever `compression` says (Ignition and the MCD agree). An
+//! *empty* source (`source: ""`, which a spec 2.2 file without contents translates to) is refused,
+//! as the MCD refuses it (its data-URL decoder fails with `missing data prefix`), although
+//! Ignition writes an empty file for it: the MCD decides what a running node accepts.
+//!
 //! The hash is checked against the *decompressed* bytes: that is what Ignition's fetcher hashes
 //! (it hashes the stream coming out of the decompressor) and what its spec documents ("if
 //! `compression` is specified, the hash describes the decompressed file").
@@ -9,6 +14,7 @@ use std::io::Read as _;
 use sha2::{Digest as _, Sha256, Sha512};
 
 use crate::dataurl;
+use crate::error::describe_source;
 use crate::ignition::{File, Resource};
 
 /// Upper bound on a decompressed resource, so a gzip bomb cannot exhaust the node's memory.
@@ -74,17 +80,24 @@ fn digest(f: HashFunction, data: &[u8]) -> String {
 }
 
 /// Decodes a resource into bytes. `what` names the owner in errors (a file path).
-/// No source (or an empty one) is an empty resource, as for Ignition.
+/// No source is an empty resource (its compression does not matter); an empty source is an
+/// error, as for the MCD. Errors never show the source itself, only its scheme and length.
 pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeError> {
     let path = || what.to_string();
     let raw = match res.source.as_deref() {
-        None | Some("") => Vec::new(),
+        None => return Ok(Vec::new()),
+        Some("") => {
+            return Err(DecodeError::DataUrl {
+                path: path(),
+                message: "empty source: not a data URL (the MCD refuses it too; leave source out for an empty file)".to_string(),
+            });
+        }
         Some(src) => match dataurl::scheme(src) {
             Some("data") => {
                 dataurl::decode(src)
                     .map_err(|e| DecodeError::DataUrl {
                         path: path(),
-                        message: e.to_string(),
+                        message: format!("{e} ({})", describe_source(src)),
                     })?
                     .data
             }
@@ -97,7 +110,7 @@ pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeErro
             None => {
                 return Err(DecodeError::DataUrl {
                     path: path(),
-                    message: format!("source {src:?} is not a URL"),
+                    message: format!("{} is not a URL", describe_source(src)),
                 });
             }
         },
@@ -146,7 +159,7 @@ fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
 
 impl File {
     /// The bytes this file should contain: decoded `contents` (an empty file when there is no
-    /// source). `append` fragments are not included (the MCD refuses them; see reconcile).
+    /// source; an error for an empty source, as for the MCD). `append` fragments are not included (the MCD refuses them; see reconcile).
     pub fn decoded_contents(&self) -> Result<Vec<u8>, DecodeError> {
         decode_resource(&self.path, &self.contents)
     }
@@ -190,7 +203,7 @@ mod tests {
         let sha256 = format!("sha256-{}", hex::encode(Sha256::digest(&hello)));
         let cases: Vec<(&str, Resource, Vec<u8>)> = vec![
             ("no source", res(None, None, None), vec![]),
-            ("empty source", res(Some(String::new()), None, None), vec![]),
+            ("no source, gzip", res(None, Some("gzip"), None), vec![]),
             (
                 "percent",
                 res(Some("data:,hello%0A".into()), None, None),
@@ -248,7 +261,7 @@ mod tests {
             ),
             (
                 res(Some("data:,a b".into()), None, None),
-                "couldn't decode file \"/etc/f\": invalid data URL: invalid character ' ' in percent-encoded data",
+                "couldn't decode file \"/etc/f\": invalid data URL: invalid character at byte 1 of the percent-encoded data (data: URL of 9 bytes)",
             ),
             (
                 res(Some("data:,x".into()), Some("xz"), None),
@@ -281,7 +294,15 @@ mod tests {
             ),
             (
                 res(Some("relative/path".into()), None, None),
-                "source \"relative/path\" is not a URL",
+                "couldn't decode file \"/etc/f\": source of 13 bytes without a URL scheme is not a URL",
+            ),
+            (
+                res(Some(String::new()), None, None),
+                "couldn't decode file \"/etc/f\": empty source: not a data URL",
+            ),
+            (
+                res(Some(String::new()), Some("gzip"), None),
+                "empty source: not a data URL",
             ),
         ];
         for (r, want) in cases {

@@ -92,10 +92,143 @@ fn join_issues(issues: &[Issue]) -> String {
     parts.join("; ")
 }
 
+/// Fields whose values may be secrets (file and unit contents, password hashes, data URLs,
+/// HTTP header values that carry tokens, proxy URLs with credentials): an error about such a
+/// field, or about anything inside it, never shows the value.
+const SECRET_FIELDS: [&str; 7] = [
+    "contents",
+    "source",
+    "append",
+    "passwordHash",
+    "httpHeaders",
+    "httpProxy",
+    "httpsProxy",
+];
+
+/// Longest string value an error message quotes; longer ones are described by their length.
+const MAX_QUOTED: usize = 64;
+
 /// Converts a serde error with its field path (from `serde_path_to_error`) into an [`Issue`].
-pub(crate) fn serde_issue(err: serde_path_to_error::Error<serde_json::Error>) -> Issue {
+/// `root` is the document that was decoded: serde's messages quote the offending value
+/// (`invalid type: string "...", expected i64`), so for a secret field, or a value too long to
+/// quote, the message is rebuilt from the value's JSON type and size instead.
+pub(crate) fn serde_issue(
+    err: serde_path_to_error::Error<serde_json::Error>,
+    root: &serde_json::Value,
+) -> Issue {
+    use serde_path_to_error::Segment;
     let path = json_path_from_serde(&err.path().to_string());
-    Issue::new(path, err.into_inner().to_string())
+    let mut secret = false;
+    let mut value = Some(root);
+    let mut list: Option<&str> = None;
+    let mut subject: Option<String> = None;
+    for segment in err.path().iter() {
+        value = match segment {
+            Segment::Seq { index } => {
+                let item = value.and_then(|v| v.get(index));
+                if let (Some(list), Some(item)) = (list, item) {
+                    subject = entry_subject(list, item, subject.as_deref()).or(subject);
+                }
+                item
+            }
+            Segment::Map { key } => {
+                secret |= SECRET_FIELDS.contains(&key.as_str());
+                list = Some(key.as_str());
+                value.and_then(|v| v.get(key))
+            }
+            Segment::Enum { .. } | Segment::Unknown => None,
+        };
+    }
+    let subject = subject.map_or_else(String::new, |s| format!("{s}: "));
+    let message = err.into_inner().to_string();
+    let Some((kind, expected)) = value_complaint(&message) else {
+        return Issue::new(path, format!("{subject}{message}"));
+    };
+    let long = value
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.len() > MAX_QUOTED);
+    if !secret && !long {
+        return Issue::new(path, format!("{subject}{message}"));
+    }
+    let what = value.map_or_else(|| "a value".to_string(), describe_value);
+    let withheld = if secret {
+        " (not shown: the field may hold a secret)"
+    } else {
+        ""
+    };
+    Issue::new(
+        path,
+        format!("{subject}{kind}: {what}{withheld}, expected {expected}"),
+    )
+}
+
+/// What an entry of a list is, by its path or name (`file "/etc/x"`, `unit "a.service"`), so
+/// that an error inside it names it; `outer` is the entry holding the list (a drop-in's unit).
+pub(crate) fn entry_subject(
+    list: &str,
+    item: &serde_json::Value,
+    outer: Option<&str>,
+) -> Option<String> {
+    let field = |key: &str| {
+        item.get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(crate::ignition::validate::named)
+    };
+    Some(match list {
+        "files" => format!("file {}", field("path")?),
+        "directories" => format!("directory {}", field("path")?),
+        "links" => format!("link {}", field("path")?),
+        "units" => format!("unit {}", field("name")?),
+        "dropins" => match outer {
+            Some(unit) => format!("drop-in {} of {unit}", field("name")?),
+            None => format!("drop-in {}", field("name")?),
+        },
+        "users" => format!("user {}", field("name")?),
+        "groups" => format!("group {}", field("name")?),
+        _ => return None,
+    })
+}
+
+/// `invalid type: X, expected Y` → (`invalid type`, `Y`). `Y` comes from the type being
+/// decoded, never from the document, and is what follows the *last* `, expected `.
+fn value_complaint(message: &str) -> Option<(&str, &str)> {
+    let kind = ["invalid type", "invalid value", "invalid length"]
+        .into_iter()
+        .find(|k| message.starts_with(&format!("{k}: ")))?;
+    let (_, expected) = message.rsplit_once(", expected ")?;
+    Some((kind, expected))
+}
+
+/// A JSON value by its type and size, never its contents (`a string of 12 bytes`).
+pub(crate) fn describe_value(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(_) => "a boolean".to_string(),
+        Value::Number(_) => "a number".to_string(),
+        Value::String(s) => format!("a string of {} bytes", s.len()),
+        Value::Array(a) => format!("a list of {} items", a.len()),
+        Value::Object(o) => format!("an object with {} keys", o.len()),
+    }
+}
+
+/// A resource `source` named without its contents: its URL scheme and length
+/// (`data: URL of 42 bytes`).
+pub(crate) fn describe_source(source: &str) -> String {
+    match crate::dataurl::scheme(source) {
+        Some(scheme) if scheme.len() <= 16 => format!("{scheme}: URL of {} bytes", source.len()),
+        _ => format!("source of {} bytes without a URL scheme", source.len()),
+    }
+}
+
+/// A value quoted for an error message (Rust debug quoting), or described by its length when
+/// longer than [`MAX_QUOTED`] bytes.
+pub(crate) fn quoted(s: &str) -> String {
+    if s.len() <= MAX_QUOTED {
+        format!("{s:?}")
+    } else {
+        format!("a value of {} bytes", s.len())
+    }
 }
 
 /// `storage.files[3].path` (serde_path_to_error's form) → `$.storage.files.3.path`.

@@ -154,7 +154,7 @@ fn machineconfig_errors_are_located() {
         ("metadata: {name: x}\n", "$.apiVersion: missing"),
         (
             "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nspec:\n  config:\n    ignition: {version: 3.2.0}\n    storage: {files: [{path: rel, contents: {source: 'data:,x'}}]}\n",
-            "$.spec.config.storage.files.0.path: path not absolute",
+            "$.spec.config.storage.files.0.path: file \"rel\": path not absolute",
         ),
         (
             "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nspec:\n  kernelArguments: nosmt\n",

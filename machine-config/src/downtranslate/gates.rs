@@ -4,28 +4,64 @@
 
 use serde_json::{Map, Value};
 
+use crate::error::entry_subject;
 use crate::ignition::schema::{self, Shape};
 
 /// Removes from `config` every field newer than `minor` whose value is a no-op default, and
 /// records a problem for every other use of a newer field or value.
 pub(super) fn strip_newer(config: &mut Value, minor: u8, problems: &mut Vec<String>) {
-    walk(config, &schema::V3, "$", minor, problems);
+    let at = At {
+        path: "$".to_string(),
+        subject: None,
+    };
+    walk(config, &schema::V3, &at, minor, problems);
 }
 
-fn walk(value: &mut Value, shape: &Shape, path: &str, minor: u8, problems: &mut Vec<String>) {
+/// Where the walk is: the JSON path, and the file, unit or user it is inside, which every
+/// problem names (`file "/etc/x": ...`).
+struct At {
+    path: String,
+    subject: Option<String>,
+}
+
+impl At {
+    fn child(&self, key: &str) -> At {
+        At {
+            path: format!("{}.{key}", self.path),
+            subject: self.subject.clone(),
+        }
+    }
+
+    fn problem(&self, path: &str, why: String) -> String {
+        match &self.subject {
+            Some(s) => format!("{path}: {s}: {why}"),
+            None => format!("{path}: {why}"),
+        }
+    }
+}
+
+fn walk(value: &mut Value, shape: &Shape, at: &At, minor: u8, problems: &mut Vec<String>) {
     match (shape, value) {
-        (Shape::Object(_), Value::Object(map)) => walk_object(map, shape, path, minor, problems),
+        (Shape::Object(_), Value::Object(map)) => walk_object(map, shape, at, minor, problems),
         (Shape::Array(item), Value::Array(items)) => {
+            let list = at.path.rsplit('.').next().unwrap_or_default();
             for (index, child) in items.iter_mut().enumerate() {
-                walk(child, item, &format!("{path}.{index}"), minor, problems);
+                let outer = at.subject.as_deref();
+                let subject = entry_subject(list, child, outer).or_else(|| at.subject.clone());
+                let child_at = At {
+                    path: format!("{}.{index}", at.path),
+                    subject,
+                };
+                walk(child, item, &child_at, minor, problems);
             }
         }
         (shape, value) => {
             for gate in schema::value_gates(shape, value).filter(|g| g.since > minor) {
-                problems.push(format!(
-                    "{path}: {} are not supported before spec 3.{}.0",
+                let why = format!(
+                    "{} are not supported before spec 3.{}.0",
                     gate.many, gate.since
-                ));
+                );
+                problems.push(at.problem(&at.path, why));
             }
         }
     }
@@ -35,7 +71,7 @@ fn walk(value: &mut Value, shape: &Shape, path: &str, minor: u8, problems: &mut 
 fn walk_object(
     map: &mut Map<String, Value>,
     shape: &Shape,
-    path: &str,
+    at: &At,
     minor: u8,
     problems: &mut Vec<String>,
 ) {
@@ -44,20 +80,18 @@ fn walk_object(
         let Some(field) = shape.field(&key) else {
             continue;
         };
-        let child_path = format!("{path}.{key}");
+        let child_at = at.child(&key);
         if field.since() > minor {
             if is_noop_default(&key, &map[&key]) {
                 map.remove(&key);
             } else {
-                problems.push(format!(
-                    "{child_path}: not supported before spec 3.{}.0",
-                    field.since()
-                ));
+                let why = format!("not supported before spec 3.{}.0", field.since());
+                problems.push(at.problem(&child_at.path, why));
             }
             continue;
         }
         if let Some(child) = map.get_mut(&key) {
-            walk(child, field.shape(), &child_path, minor, problems);
+            walk(child, field.shape(), &child_at, minor, problems);
         }
     }
 }

@@ -78,7 +78,7 @@ fn gated_fields_and_values() {
                 "passwd": {"users": [{"name": "old", "shouldExist": false}]}}),
             SpecVersion::V3_0,
             Err(vec![
-                "$.passwd.users.0.shouldExist: not supported before spec 3.2.0",
+                "$.passwd.users.0.shouldExist: user \"old\": not supported before spec 3.2.0",
             ]),
         ),
         (
@@ -87,7 +87,7 @@ fn gated_fields_and_values() {
                 "contents": {"source": "data:,x", "verification": {"hash": format!("sha256-{}", "0".repeat(64))}}}]}}),
             SpecVersion::V3_0,
             Err(vec![
-                "$.storage.files.0.contents.verification.hash: sha256 hashes",
+                "$.storage.files.0.contents.verification.hash: file \"/a\": sha256 hashes",
             ]),
         ),
         (
@@ -268,4 +268,87 @@ fn malformed_input_and_version_helpers() {
         json!({"ignition": {"version": "3.1.0"}})
     );
     assert!(SpecVersion::V2_2 < SpecVersion::V3_0 && SpecVersion::V3_4 < NEWEST);
+}
+
+/// Rules of ign-converter's down-translators that the MCS runs (`v35tov34` ... `v32tov22`):
+/// (config, target, Ok(expected output minus version) | Err(every problem)).
+#[test]
+fn converter_rules() {
+    type Case = (
+        &'static str,
+        Value,
+        SpecVersion,
+        Result<Value, Vec<&'static str>>,
+    );
+    let ign = |extra: Value| {
+        let mut c = json!({"ignition": {"version": "3.5.0"}});
+        if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+            c.extend(extra.clone());
+        }
+        c
+    };
+    let replace = |r: Value| json!({"ignition": {"version": "3.5.0", "config": {"replace": r}}});
+    let sticky =
+        ign(json!({"storage": {"directories": [{"path": "/var/shared", "mode": 0o1777}]}}));
+    let cases: Vec<Case> = vec![
+        (
+            "replace without source is omitted in 2.2 (translateCfgRef)",
+            replace(json!({"verification": {}})),
+            SpecVersion::V2_2,
+            Ok(json!({"ignition": {"version": "3.5.0"}})),
+        ),
+        (
+            "replace with an empty source is kept in 2.2",
+            replace(json!({"source": ""})),
+            SpecVersion::V2_2,
+            Ok(
+                json!({"ignition": {"version": "3.5.0", "config": {"replace": {"source": "", "verification": {}}}}}),
+            ),
+        ),
+        (
+            "replace is kept as it is in 3.0",
+            replace(json!({"verification": {}})),
+            SpecVersion::V3_0,
+            Ok(replace(json!({"verification": {}}))),
+        ),
+        (
+            "special mode bits need 3.4 (v34tov33)",
+            sticky.clone(),
+            SpecVersion::V3_3,
+            Err(vec![
+                "$.storage.directories.0.mode: directory \"/var/shared\": setuid/setgid/sticky mode bits are not supported before spec 3.4.0",
+            ]),
+        ),
+        (
+            "special mode bits in 3.4",
+            sticky.clone(),
+            SpecVersion::V3_4,
+            Ok(sticky),
+        ),
+        (
+            "a unit's empty contents are kept",
+            ign(
+                json!({"systemd": {"units": [{"name": "a.service", "contents": "", "dropins": [{"name": "x.conf", "contents": ""}]}]}}),
+            ),
+            SpecVersion::V2_2,
+            Ok(ign(
+                json!({"systemd": {"units": [{"name": "a.service", "contents": "", "dropins": [{"name": "x.conf", "contents": ""}]}]}}),
+            )),
+        ),
+    ];
+    for (name, config, target, expected) in cases {
+        let got = translate(&config, target);
+        match expected {
+            Ok(mut want) => {
+                want["ignition"]["version"] = json!(target.to_string());
+                assert_eq!(got.expect(name), want, "{name}");
+            }
+            Err(want) => match got {
+                Err(DownTranslateError::Unsupported { problems, .. }) => {
+                    assert_eq!(problems, want, "{name}");
+                }
+                other => panic!("{name}: {other:?}"),
+            },
+        }
+    }
 }

@@ -2,9 +2,10 @@
 
 pub(crate) mod schema;
 mod schema_v2;
+mod schema_v3;
 mod types;
 mod v2;
-mod validate;
+pub(crate) mod validate;
 
 use std::fmt;
 
@@ -16,7 +17,7 @@ pub(crate) use validate::check_path;
 pub use validate::go_octal;
 pub use validate::validate;
 
-use crate::error::{Issue, ParseError, serde_issue};
+use crate::error::{Issue, ParseError, describe_value, quoted, serde_issue};
 
 /// A spec version this crate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,12 +66,17 @@ impl SpecVersion {
     /// Reads an `ignition.version` string (`3.2.0`). Pre-releases such as `3.6.0-experimental`
     /// and unknown minors are refused.
     pub fn parse(version: &str) -> Result<Self, String> {
-        let v = semver::Version::parse(version)
-            .map_err(|_| format!("invalid config version (couldn't parse) {version:?}"))?;
+        let v = semver::Version::parse(version).map_err(|_| {
+            format!(
+                "invalid config version (couldn't parse) {}",
+                quoted(version)
+            )
+        })?;
         match Self::from_major_minor(v.major, v.minor) {
             Some(s) if v.pre.is_empty() => Ok(s),
             _ => Err(format!(
-                "unsupported config version {version:?}; supported: 2.2.0, 3.0.0, 3.1.0, 3.2.0, 3.3.0, 3.4.0, 3.5.0"
+                "unsupported config version {}; supported: 2.2.0, 3.0.0, 3.1.0, 3.2.0, 3.3.0, 3.4.0, 3.5.0",
+                quoted(version)
             )),
         }
     }
@@ -145,13 +151,17 @@ impl ParsedConfig {
         let mut report = schema::GateReport::default();
         let config = match version {
             SpecVersion::V2_2 => {
-                schema::gate(&mut value, &schema::V2_2, u8::MAX, &mut report);
+                schema::gate(&mut value, &schema::V2_2, version, &mut report);
+                if !report.errors.is_empty() {
+                    return Err(ParseError::Invalid(report.errors));
+                }
                 let v2: v2::Config = typed(value)?;
-                v2::translate(v2).map_err(ParseError::Invalid)?
+                let translated = v2::translate(v2).map_err(ParseError::Invalid)?;
+                report.warnings.extend(translated.warnings);
+                translated.config
             }
             v => {
-                let minor = v.major_minor().1 as u8;
-                schema::gate(&mut value, &schema::V3, minor, &mut report);
+                schema::gate(&mut value, &schema::V3, v, &mut report);
                 if !report.errors.is_empty() {
                     return Err(ParseError::Invalid(report.errors));
                 }
@@ -168,12 +178,32 @@ impl ParsedConfig {
             }
             return Err(ParseError::Invalid(issues));
         }
+        report.warnings.extend(ignored_mode_bits(&config));
         Ok(ParsedConfig {
             config,
             source_version: version,
             warnings: report.warnings,
         })
     }
+}
+
+/// Ignition (before spec 3.6.0) ignores a directory's setuid, setgid and sticky bits, and warns
+/// about them; so does this crate (files with them are refused: the MCO's rule).
+fn ignored_mode_bits(config: &Config) -> Vec<Issue> {
+    let dirs = config.storage.directories.iter().enumerate();
+    dirs.filter(|(_, d)| d.mode.is_some_and(|m| m & 0o7000 != 0))
+        .map(|(i, d)| {
+            Issue::new(
+                format!("$.storage.directories.{i}.mode"),
+                format!(
+                    "directory {}: setuid/setgid/sticky bits are ignored before spec 3.6.0 (mode {} is applied as {})",
+                    validate::named(&d.path),
+                    go_octal(d.mode.unwrap_or_default()),
+                    go_octal(i64::from(d.mode_or_default()))
+                ),
+            )
+        })
+        .collect()
 }
 
 fn declared_version(value: &Value) -> Result<SpecVersion, ParseError> {
@@ -189,14 +219,19 @@ fn declared_version(value: &Value) -> Result<SpecVersion, ParseError> {
         }
         Some(other) => Err(ParseError::Version {
             path,
-            message: format!("config version must be a string, got {other}"),
+            message: format!(
+                "config version must be a string, got {}",
+                describe_value(other)
+            ),
         }),
     }
 }
 
-/// Decodes a JSON value into a typed struct, naming the offending field on error.
+/// Decodes a JSON value into a typed struct, naming the offending field on error (without
+/// quoting a value that may be a secret: see [`serde_issue`]).
 pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ParseError> {
-    serde_path_to_error::deserialize(value).map_err(|e| ParseError::Invalid(vec![serde_issue(e)]))
+    serde_path_to_error::deserialize(&value)
+        .map_err(|e| ParseError::Invalid(vec![serde_issue(e, &value)]))
 }
 
 /// Lexically cleans an absolute path like Go's `path.Clean` (`/a/./b/../c` → `/a/c`).

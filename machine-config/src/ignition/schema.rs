@@ -4,9 +4,11 @@
 //! the version it needs. A field no version knows is reported as a warning ("unused key"), as
 //! Ignition does, and dropped before typed decoding. A few *values* are version-gated too
 //! ([`VALUE_GATES`]): `sha256-` hashes (3.1), `gs://` sources (3.2), filesystem format `none`
-//! (3.3), `arn:` sources (3.4).
+//! (3.3), `arn:` sources (3.4); and, for down-translation only, setuid/setgid/sticky bits in a
+//! `mode` (3.4: ign-converter's 3.4 → 3.3 translator refuses them, although every 3.x parser
+//! accepts them with a warning).
 //!
-//! These tables are the one source of truth for what each 3.x minor added: parsing gates a
+//! These tables (`schema_v2.rs`, `schema_v3.rs`) are the one source of truth for what each 3.x minor added: parsing gates a
 //! config's fields and values by its declared version with them ([`gate`]), and
 //! down-translation ([`crate::downtranslate`]) walks the same tables to find what an older
 //! target cannot express. The field set was derived by comparing the JSON field sets of
@@ -16,6 +18,7 @@
 use serde_json::Value;
 
 use crate::error::Issue;
+use crate::ignition::SpecVersion;
 
 /// What a field holds.
 pub(crate) enum Shape {
@@ -27,6 +30,8 @@ pub(crate) enum Shape {
     Source,
     /// `storage.filesystems[].format`.
     FsFormat,
+    /// A file's or directory's `mode`.
+    Mode,
     Object(&'static [Field]),
     Array(&'static Shape),
 }
@@ -65,9 +70,11 @@ pub(crate) struct ValueGate {
     /// The shape of the fields whose values it gates.
     holder: fn(&Shape) -> bool,
     /// Whether a value is one it gates.
-    applies: fn(&str) -> bool,
+    applies: fn(&Value) -> bool,
     /// First 3.x minor that accepts the value.
     pub since: u8,
+    /// Whether parsing gates it too (else only down-translation does).
+    pub parse: bool,
     /// One such value, for parse errors (`a sha256 hash`).
     pub one: &'static str,
     /// Such values, for down-translation problems (`sha256 hashes`).
@@ -78,43 +85,58 @@ pub(crate) struct ValueGate {
 pub(crate) const VALUE_GATES: &[ValueGate] = &[
     ValueGate {
         holder: |s| matches!(s, Shape::Hash),
-        applies: |v| v.starts_with("sha256-"),
+        applies: |v| text(v).starts_with("sha256-"),
         since: 1,
+        parse: true,
         one: "a sha256 hash",
         many: "sha256 hashes",
     },
     ValueGate {
         holder: |s| matches!(s, Shape::Source),
-        applies: |v| v.starts_with("gs://"),
+        applies: |v| text(v).starts_with("gs://"),
         since: 2,
+        parse: true,
         one: "a gs:// source",
         many: "gs:// sources",
     },
     ValueGate {
         holder: |s| matches!(s, Shape::FsFormat),
-        applies: |v| v == "none",
+        applies: |v| text(v) == "none",
         since: 3,
+        parse: true,
         one: "filesystem format \"none\"",
         many: "filesystem format \"none\"",
     },
     ValueGate {
         holder: |s| matches!(s, Shape::Source),
-        applies: |v| v.starts_with("arn:"),
+        applies: |v| text(v).starts_with("arn:"),
         since: 4,
+        parse: true,
         one: "a arn: source",
         many: "S3 access point ARN sources",
     },
+    ValueGate {
+        holder: |s| matches!(s, Shape::Mode),
+        applies: |v| v.as_i64().is_some_and(|m| m & 0o7000 != 0),
+        since: 4,
+        parse: false,
+        one: "a mode with setuid/setgid/sticky bits",
+        many: "setuid/setgid/sticky mode bits",
+    },
 ];
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
 
 /// The gates that `value`, held by a field of `shape`, is subject to.
 pub(crate) fn value_gates<'a>(
     shape: &'a Shape,
     value: &'a Value,
 ) -> impl Iterator<Item = &'static ValueGate> + 'a {
-    let text = value.as_str();
     VALUE_GATES
         .iter()
-        .filter(move |g| (g.holder)(shape) && text.is_some_and(|t| (g.applies)(t)))
+        .filter(move |g| (g.holder)(shape) && (g.applies)(value))
 }
 
 pub(super) const fn f(name: &'static str, since: u8, shape: Shape) -> Field {
@@ -125,231 +147,8 @@ pub(super) const fn leaf(name: &'static str) -> Field {
     f(name, 0, Shape::Leaf)
 }
 
-use Shape::{Array, Leaf, Object};
-
 pub(crate) use super::schema_v2::V2_2;
-
-const HEADERS: Shape = Array(&Object(&[leaf("name"), leaf("value")]));
-pub(super) const VERIFICATION: Shape = Object(&[f("hash", 0, Shape::Hash)]);
-
-/// File contents and append fragments: `compression` since 3.0.
-const FILE_RESOURCE: &[Field] = &[
-    leaf("compression"),
-    f("httpHeaders", 1, HEADERS),
-    f("source", 0, Shape::Source),
-    f("verification", 0, VERIFICATION),
-];
-/// Merged/replaced configs and CAs: `compression` since 3.1.
-const OTHER_RESOURCE: &[Field] = &[
-    f("compression", 1, Leaf),
-    f("httpHeaders", 1, HEADERS),
-    f("source", 0, Shape::Source),
-    f("verification", 0, VERIFICATION),
-];
-pub(super) const OWNER: Shape = Object(&[leaf("id"), leaf("name")]);
-
-const V3_IGNITION: &[Field] = &[
-    f(
-        "config",
-        0,
-        Object(&[
-            f("merge", 0, Array(&Object(OTHER_RESOURCE))),
-            f("replace", 0, Object(OTHER_RESOURCE)),
-        ]),
-    ),
-    f(
-        "proxy",
-        1,
-        Object(&[leaf("httpProxy"), leaf("httpsProxy"), leaf("noProxy")]),
-    ),
-    f(
-        "security",
-        0,
-        Object(&[f(
-            "tls",
-            0,
-            Object(&[f(
-                "certificateAuthorities",
-                0,
-                Array(&Object(OTHER_RESOURCE)),
-            )]),
-        )]),
-    ),
-    f(
-        "timeouts",
-        0,
-        Object(&[leaf("httpResponseHeaders"), leaf("httpTotal")]),
-    ),
-    leaf("version"),
-];
-
-const V3_FILE: &[Field] = &[
-    f("group", 0, OWNER),
-    leaf("overwrite"),
-    leaf("path"),
-    f("user", 0, OWNER),
-    f("append", 0, Array(&Object(FILE_RESOURCE))),
-    f("contents", 0, Object(FILE_RESOURCE)),
-    leaf("mode"),
-];
-const V3_DIRECTORY: &[Field] = &[
-    f("group", 0, OWNER),
-    leaf("overwrite"),
-    leaf("path"),
-    f("user", 0, OWNER),
-    leaf("mode"),
-];
-const V3_LINK: &[Field] = &[
-    f("group", 0, OWNER),
-    leaf("overwrite"),
-    leaf("path"),
-    f("user", 0, OWNER),
-    leaf("hard"),
-    leaf("target"),
-];
-const V3_PARTITION: &[Field] = &[
-    leaf("guid"),
-    leaf("label"),
-    leaf("number"),
-    f("resize", 2, Leaf),
-    leaf("shouldExist"),
-    leaf("sizeMiB"),
-    leaf("startMiB"),
-    leaf("typeGuid"),
-    leaf("wipePartitionEntry"),
-];
-const V3_LUKS: &[Field] = &[
-    f("cex", 5, Object(&[leaf("enabled")])),
-    f(
-        "clevis",
-        2,
-        Object(&[
-            f(
-                "custom",
-                2,
-                Object(&[leaf("config"), leaf("needsNetwork"), leaf("pin")]),
-            ),
-            f(
-                "tang",
-                2,
-                Array(&Object(&[
-                    f("advertisement", 4, Leaf),
-                    leaf("thumbprint"),
-                    leaf("url"),
-                ])),
-            ),
-            leaf("threshold"),
-            leaf("tpm2"),
-        ]),
-    ),
-    leaf("device"),
-    f("discard", 4, Leaf),
-    f("keyFile", 2, Object(OTHER_RESOURCE)),
-    leaf("label"),
-    leaf("name"),
-    f("openOptions", 4, Leaf),
-    leaf("options"),
-    leaf("uuid"),
-    leaf("wipeVolume"),
-];
-const V3_STORAGE: &[Field] = &[
-    f("directories", 0, Array(&Object(V3_DIRECTORY))),
-    f(
-        "disks",
-        0,
-        Array(&Object(&[
-            leaf("device"),
-            f("partitions", 0, Array(&Object(V3_PARTITION))),
-            leaf("wipeTable"),
-        ])),
-    ),
-    f("files", 0, Array(&Object(V3_FILE))),
-    f(
-        "filesystems",
-        0,
-        Array(&Object(&[
-            leaf("device"),
-            f("format", 0, Shape::FsFormat),
-            leaf("label"),
-            f("mountOptions", 1, Leaf),
-            leaf("options"),
-            leaf("path"),
-            leaf("uuid"),
-            leaf("wipeFilesystem"),
-        ])),
-    ),
-    f("links", 0, Array(&Object(V3_LINK))),
-    f("luks", 2, Array(&Object(V3_LUKS))),
-    f(
-        "raid",
-        0,
-        Array(&Object(&[
-            leaf("devices"),
-            leaf("level"),
-            leaf("name"),
-            leaf("options"),
-            leaf("spares"),
-        ])),
-    ),
-];
-const V3_USER: &[Field] = &[
-    leaf("gecos"),
-    leaf("groups"),
-    leaf("homeDir"),
-    leaf("name"),
-    leaf("noCreateHome"),
-    leaf("noLogInit"),
-    leaf("noUserGroup"),
-    leaf("passwordHash"),
-    leaf("primaryGroup"),
-    leaf("shell"),
-    f("shouldExist", 2, Leaf),
-    leaf("sshAuthorizedKeys"),
-    leaf("system"),
-    leaf("uid"),
-];
-const V3_GROUP: &[Field] = &[
-    leaf("gid"),
-    leaf("name"),
-    leaf("passwordHash"),
-    f("shouldExist", 2, Leaf),
-    leaf("system"),
-];
-pub(super) const DROPINS: Shape = Array(&Object(&[leaf("contents"), leaf("name")]));
-
-/// Spec 3.0–3.5.
-pub(crate) const V3: Shape = Object(&[
-    f("ignition", 0, Object(V3_IGNITION)),
-    f(
-        "kernelArguments",
-        3,
-        Object(&[leaf("shouldExist"), leaf("shouldNotExist")]),
-    ),
-    f(
-        "passwd",
-        0,
-        Object(&[
-            f("groups", 0, Array(&Object(V3_GROUP))),
-            f("users", 0, Array(&Object(V3_USER))),
-        ]),
-    ),
-    f("storage", 0, Object(V3_STORAGE)),
-    f(
-        "systemd",
-        0,
-        Object(&[f(
-            "units",
-            0,
-            Array(&Object(&[
-                leaf("contents"),
-                f("dropins", 0, DROPINS),
-                leaf("enabled"),
-                leaf("mask"),
-                leaf("name"),
-            ])),
-        )]),
-    ),
-]);
+pub(crate) use super::schema_v3::V3;
 
 /// Findings of a schema walk.
 #[derive(Debug, Default)]
@@ -358,22 +157,44 @@ pub(crate) struct GateReport {
     pub warnings: Vec<Issue>,
 }
 
-/// Checks `value` against `shape` for a config declaring 3.`minor` (pass `u8::MAX` for 2.2 tables,
-/// which gate nothing), removing unknown keys.
-pub(crate) fn gate(value: &mut Value, shape: &Shape, minor: u8, report: &mut GateReport) {
-    walk(value, shape, minor, "$", report);
+/// Checks `value` against `shape` for a config declaring `declared`, removing unknown keys.
+/// Spec 2.2 tables gate no field; 2.2 takes the values 3.0 takes (only `sha512-` hashes, no
+/// `gs://` or `arn:` sources).
+pub(crate) fn gate(
+    value: &mut Value,
+    shape: &Shape,
+    declared: SpecVersion,
+    report: &mut GateReport,
+) {
+    let minor = match declared {
+        SpecVersion::V2_2 => 0,
+        v => u8::try_from(v.major_minor().1).unwrap_or(u8::MAX),
+    };
+    let gate = Gate { declared, minor };
+    walk(value, shape, &gate, "$", report);
 }
 
-fn needs(path: &str, what: &str, since: u8, minor: u8) -> Issue {
-    Issue::new(
-        path,
-        format!(
-            "{what} requires spec version 3.{since}.0 or later, but the config declares 3.{minor}.0"
-        ),
-    )
+struct Gate {
+    declared: SpecVersion,
+    /// The 3.x minor whose fields and values the declared version accepts.
+    minor: u8,
 }
 
-fn walk(value: &mut Value, shape: &Shape, minor: u8, path: &str, report: &mut GateReport) {
+impl Gate {
+    fn needs(&self, path: &str, what: &str, since: u8) -> Issue {
+        let message = if self.declared == SpecVersion::V2_2 {
+            format!("{what} is not supported by spec 2.2.0 (it needs spec 3.{since}.0 or later)")
+        } else {
+            format!(
+                "{what} requires spec version 3.{since}.0 or later, but the config declares {}",
+                self.declared
+            )
+        };
+        Issue::new(path, message)
+    }
+}
+
+fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut GateReport) {
     match (shape, value) {
         (Shape::Object(fields), Value::Object(map)) => {
             let keys: Vec<String> = map.keys().cloned().collect();
@@ -386,28 +207,26 @@ fn walk(value: &mut Value, shape: &Shape, minor: u8, path: &str, report: &mut Ga
                     map.remove(&key);
                     continue;
                 };
-                if field.since > minor {
-                    report.errors.push(needs(
-                        &child_path,
-                        &format!("field {key:?}"),
-                        field.since,
-                        minor,
-                    ));
+                if field.since > gate.minor {
+                    let what = format!("field {key:?}");
+                    report
+                        .errors
+                        .push(gate.needs(&child_path, &what, field.since));
                     continue;
                 }
                 if let Some(child) = map.get_mut(&key) {
-                    walk(child, &field.shape, minor, &child_path, report);
+                    walk(child, &field.shape, gate, &child_path, report);
                 }
             }
         }
         (Shape::Array(item), Value::Array(items)) => {
             for (i, child) in items.iter_mut().enumerate() {
-                walk(child, item, minor, &format!("{path}.{i}"), report);
+                walk(child, item, gate, &format!("{path}.{i}"), report);
             }
         }
         (shape, value) => {
-            for gate in value_gates(shape, value).filter(|g| g.since > minor) {
-                report.errors.push(needs(path, gate.one, gate.since, minor));
+            for g in value_gates(shape, value).filter(|g| g.parse && g.since > gate.minor) {
+                report.errors.push(gate.needs(path, g.one, g.since));
             }
         }
     }

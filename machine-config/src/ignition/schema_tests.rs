@@ -85,6 +85,9 @@ fn value_gates_by_the_field_holding_the_value() {
         (&Shape::Leaf, json!("gs://bucket/x"), &[]),
         (&Shape::Leaf, json!("none"), &[]),
         (&Shape::Source, json!(1), &[]),
+        (&Shape::Mode, json!(0o1777), &[4]),
+        (&Shape::Mode, json!(0o755), &[]),
+        (&Shape::Leaf, json!(0o1777), &[]),
     ];
     for (shape, value, minors) in cases {
         let found: Vec<u8> = value_gates(shape, value).map(|g| g.since).collect();

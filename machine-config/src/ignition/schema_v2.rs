@@ -1,9 +1,14 @@
-//! The spec 2.2 field table (see `schema`); 2.2 gates nothing, it only finds unknown keys.
+//! The spec 2.2 field table (see `schema`): it finds unknown keys, and marks the values that
+//! 2.2 accepts only as 3.0 does (hashes, sources, filesystem formats).
 
 use super::schema::Shape::{self, Array, Object};
-use super::schema::{DROPINS, Field, OWNER, VERIFICATION, f, leaf};
+use super::schema::{Field, f, leaf};
+use super::schema_v3::{DROPINS, OWNER, VERIFICATION};
 
-const V2_REFERENCE: Shape = Object(&[leaf("source"), f("verification", 0, VERIFICATION)]);
+const V2_REFERENCE: Shape = Object(&[
+    f("source", 0, Shape::Source),
+    f("verification", 0, VERIFICATION),
+]);
 const V2_NODE_FILE: &[Field] = &[
     leaf("filesystem"),
     f("group", 0, OWNER),
@@ -16,7 +21,7 @@ const V2_NODE_FILE: &[Field] = &[
         0,
         Object(&[
             leaf("compression"),
-            leaf("source"),
+            f("source", 0, Shape::Source),
             f("verification", 0, VERIFICATION),
         ]),
     ),
@@ -168,7 +173,7 @@ pub(crate) const V2_2: Shape = Object(&[
                         Object(&[
                             f("create", 0, Object(&[leaf("force"), leaf("options")])),
                             leaf("device"),
-                            leaf("format"),
+                            f("format", 0, Shape::FsFormat),
                             leaf("label"),
                             leaf("options"),
                             leaf("uuid"),

@@ -340,17 +340,24 @@ impl Config {
     }
 }
 
+/// The permission bits a `mode` sets on disk. Specs before 3.6.0 ignore the setuid, setgid
+/// and sticky bits (Ignition drops them, as Go's `os.FileMode` conversion does; so does the
+/// MCD); the MCO refuses them in files anyway.
+const APPLIED_MODE_BITS: i64 = 0o777;
+
 impl File {
-    /// The mode the file gets on disk: `mode`, or 0644 when unset (Ignition's and the MCD's default).
+    /// The mode the file gets on disk: `mode`, or 0644 when unset (Ignition's and the MCD's
+    /// default), without special bits.
     pub fn mode_or_default(&self) -> u32 {
-        self.mode.map_or(0o644, |m| (m & 0o7777) as u32)
+        self.mode.map_or(0o644, |m| (m & APPLIED_MODE_BITS) as u32)
     }
 }
 
 impl Directory {
-    /// The mode the directory gets on disk: `mode`, or 0755 when unset.
+    /// The mode the directory gets on disk: `mode`, or 0755 when unset, without the setuid,
+    /// setgid and sticky bits (which Ignition ignores before spec 3.6.0).
     pub fn mode_or_default(&self) -> u32 {
-        self.mode.map_or(0o755, |m| (m & 0o7777) as u32)
+        self.mode.map_or(0o755, |m| (m & APPLIED_MODE_BITS) as u32)
     }
 }
 

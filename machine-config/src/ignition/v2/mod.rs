@@ -1,9 +1,12 @@
-//! Ignition spec 2.2 and its translation to the internal (3.5) form, the way the MCO does it:
-//! duplicate files and units are collapsed (the last entry wins; a dropped unit's drop-ins are
-//! kept when the winner lacks them), every user must be `core` and their SSH keys are gathered
-//! into one user, files default to `overwrite: true` (2.x semantics) and `append: true` becomes an
-//! append fragment with `overwrite: false`. Only the `root` filesystem can be translated, and the
-//! deprecated `networkd` section is refused, as the MCO's converter refuses them.
+//! Ignition spec 2.2 and its translation to the internal (3.5) form, the way the MCO does it
+//! (its `removeIgnDuplicateFilesUnitsUsers`, then Ignition's 2.2 → 2.3 translation, then
+//! ign-converter's `v23tov30` with the filesystem map `{"root": "/"}`): duplicate files and units
+//! are collapsed (the last entry wins; a dropped unit's drop-ins are kept when the winner lacks
+//! them), every user must be `core` and their SSH keys are gathered into one user, files default
+//! to `overwrite: true` (2.x semantics) and `append: true` becomes an append fragment with
+//! `overwrite: false`. What is refused before translation, and what is dropped with a warning,
+//! is in [`check`]. Sources are kept as they are, an empty one included (`source: ""`, as
+//! `v23tov30` keeps it).
 //!
 //! One deliberate difference: survivors of de-duplication keep their original relative order
 //! (the MCO's helper reverses them), which changes nothing but serialization order.
@@ -13,6 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::ignition::types as v3;
 pub(crate) use types::*;
 
+mod check;
 mod types;
 use crate::error::Issue;
 
@@ -24,103 +28,22 @@ fn true_or_none(b: bool) -> Option<bool> {
     b.then_some(true)
 }
 
-/// Translates a decoded spec 2.2 config. Errors are located in the 2.2 document.
-pub(crate) fn translate(cfg: Config) -> Result<v3::Config, Vec<Issue>> {
-    let mut errors = Vec::new();
-    if !cfg.networkd.units.is_empty() {
-        errors.push(Issue::new(
-            "$.networkd.units",
-            "config includes deprecated networkd section - use Files instead",
-        ));
+/// A translated config and what translation dropped or reinterpreted.
+pub(crate) struct Translated {
+    pub(crate) config: v3::Config,
+    pub(crate) warnings: Vec<Issue>,
+}
+
+/// Translates a decoded spec 2.2 config. Errors and warnings are located in the 2.2 document.
+pub(crate) fn translate(cfg: Config) -> Result<Translated, Vec<Issue>> {
+    let findings = check::check(&cfg);
+    if !findings.errors.is_empty() {
+        return Err(findings.errors);
     }
-    for (i, fs) in cfg.storage.filesystems.iter().enumerate() {
-        if fs.name != "root" {
-            errors.push(Issue::new(
-                format!("$.storage.filesystems.{i}.name"),
-                format!(
-                    "filesystem {:?} cannot be translated to spec 3: only the \"root\" filesystem is supported",
-                    fs.name
-                ),
-            ));
-        } else if fs.mount.is_some() || fs.path.is_some() {
-            errors.push(Issue::new(
-                format!("$.storage.filesystems.{i}"),
-                "the \"root\" filesystem cannot be redefined",
-            ));
-        }
-    }
-    for (i, user) in cfg.passwd.users.iter().enumerate() {
-        if user.create.is_some() {
-            errors.push(Issue::new(
-                format!("$.passwd.users.{i}.create"),
-                "deprecated field \"create\" cannot be translated to spec 3",
-            ));
-        }
-        if user.name != "core" {
-            errors.push(Issue::new(
-                format!("$.passwd.users.{i}.name"),
-                format!(
-                    "unexpected user with name: {}. Only core user is supported",
-                    user.name
-                ),
-            ));
-        }
-    }
-    for (d, disk) in cfg.storage.disks.iter().enumerate() {
-        for (p, part) in disk.partitions.iter().enumerate() {
-            if part.size != 0 || part.start != 0 {
-                errors.push(Issue::new(
-                    format!("$.storage.disks.{d}.partitions.{p}"),
-                    "deprecated fields \"size\"/\"start\" (sectors) cannot be translated to spec 3",
-                ));
-            }
-        }
-    }
-    let nodes = cfg
-        .storage
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (format!("$.storage.files.{i}"), &f.node))
-        .chain(
-            cfg.storage
-                .directories
-                .iter()
-                .enumerate()
-                .map(|(i, d)| (format!("$.storage.directories.{i}"), &d.node)),
-        )
-        .chain(
-            cfg.storage
-                .links
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (format!("$.storage.links.{i}"), &l.node)),
-        );
-    for (at, node) in nodes {
-        if node.filesystem.is_empty() {
-            errors.push(Issue::new(
-                format!("{at}.filesystem"),
-                "no filesystem specified",
-            ));
-        } else if node.filesystem != "root" {
-            errors.push(Issue::new(
-                format!("{at}.filesystem"),
-                format!(
-                    "filesystem {:?} cannot be translated to spec 3: only \"root\" is supported",
-                    node.filesystem
-                ),
-            ));
-        }
-        if node.path.is_empty() {
-            errors.push(Issue::new(format!("{at}.path"), "path not specified"));
-        } else if !node.path.starts_with('/') {
-            errors.push(Issue::new(format!("{at}.path"), "path not absolute"));
-        }
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(build(cfg))
+    Ok(Translated {
+        config: build(cfg),
+        warnings: findings.warnings,
+    })
 }
 
 fn build(cfg: Config) -> v3::Config {

@@ -177,9 +177,20 @@ pub(crate) struct Partition {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct Filesystem {
-    pub(crate) mount: Option<Value>,
+    pub(crate) mount: Option<Mount>,
     pub(crate) name: String,
     pub(crate) path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct Mount {
+    pub(crate) create: Option<Value>,
+    pub(crate) device: String,
+    pub(crate) format: String,
+    pub(crate) label: Option<String>,
+    pub(crate) options: Vec<String>,
+    pub(crate) wipe_filesystem: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
