@@ -89,7 +89,7 @@ pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeErro
         Some("") => {
             return Err(DecodeError::DataUrl {
                 path: path(),
-                message: "empty source: not a data URL (the MCD refuses it too; leave source out for an empty file)".to_string(),
+                message: "empty source: not a data URL (the MCD refuses it too; use \"data:,\" for an empty file)".to_string(),
             });
         }
         Some(src) => match dataurl::scheme(src) {

@@ -138,7 +138,7 @@ fn contents_with_empty_or_absent_sources() {
     ] {
         assert_eq!(
             file(contents).unwrap_err().to_string(),
-            "couldn't decode file \"/etc/a\": empty source: not a data URL (the MCD refuses it too; leave source out for an empty file)"
+            "couldn't decode file \"/etc/a\": empty source: not a data URL (the MCD refuses it too; use \"data:,\" for an empty file)"
         );
     }
 }
