@@ -23,8 +23,9 @@ pub fn authorized_keys_path(home: &Path) -> PathBuf {
     home.join(".ssh/authorized_keys.d/ignition")
 }
 
-/// Writes the keys file (0600, directories 0700, all owned by core) and the password hash. A
-/// root without a `core` user gets neither (recorded in `out.skipped`), as the MCD skips them.
+/// Writes the keys file (0600, directories 0700, all owned by core) unless it is left alone
+/// (see [`PreparedPasswd::authorized_keys`]), and the password hash. A root without a `core`
+/// user gets neither (recorded in `out.skipped`), as the MCD skips them.
 pub(crate) fn write_passwd(
     root: &Root,
     passwd: &PreparedPasswd,
@@ -46,22 +47,9 @@ pub(crate) fn write_passwd(
     } else {
         CORE_HOME
     };
-    let home = Path::new(home);
-    if root.lstat(home)?.is_none() {
-        root.create_dir(home, HOME_MODE, owner)?;
+    if let Some(keys) = &passwd.authorized_keys {
+        write_keys(root, Path::new(home), owner, keys, out)?;
     }
-    // A `.ssh` made by root (OCPBUGS-11832) is handed back to core rather than deleted.
-    let ssh = home.join(".ssh");
-    root.create_dir(&ssh, SSH_DIR_MODE, owner)?;
-    root.create_dir(&ssh.join("authorized_keys.d"), SSH_DIR_MODE, owner)?;
-    let keys = PreparedFile {
-        path: authorized_keys_path(home),
-        contents: passwd.authorized_keys.clone().into_bytes(),
-        mode: KEYS_MODE,
-        owner,
-    };
-    out.ssh_keys_written =
-        files::write_if_different(root, &keys).context("writing SSH keys of core")?;
 
     match shadow::password_hash(root, &core.name)? {
         None => out
@@ -74,5 +62,30 @@ pub(crate) fn write_passwd(
             out.password_changed = true;
         }
     }
+    Ok(())
+}
+
+fn write_keys(
+    root: &Root,
+    home: &Path,
+    owner: Owner,
+    keys: &str,
+    out: &mut ApplyOutcome,
+) -> Result<()> {
+    if root.lstat(home)?.is_none() {
+        root.create_dir(home, HOME_MODE, owner)?;
+    }
+    // A `.ssh` made by root (OCPBUGS-11832) is handed back to core rather than deleted.
+    let ssh = home.join(".ssh");
+    root.create_dir(&ssh, SSH_DIR_MODE, owner)?;
+    root.create_dir(&ssh.join("authorized_keys.d"), SSH_DIR_MODE, owner)?;
+    let keys = PreparedFile {
+        path: authorized_keys_path(home),
+        contents: keys.as_bytes().to_vec(),
+        mode: KEYS_MODE,
+        owner,
+    };
+    out.ssh_keys_written =
+        files::write_if_different(root, &keys).context("writing SSH keys of core")?;
     Ok(())
 }

@@ -59,8 +59,10 @@ pub(crate) struct PreparedPasswd {
     /// `core` in the root's user database; `None` when the root has no such user (then nothing
     /// is written, as the MCD does).
     pub core: Option<crate::rootfs::accounts::User>,
-    /// Every key of the config's `core` user, each followed by a newline.
-    pub authorized_keys: String,
+    /// Every key of the config's `core` user, each followed by a newline; `None` when the keys
+    /// file is left alone: at the first application with no key, as Ignition writes no keys
+    /// file then (the MCD writes one, empty, only when an update changes `passwd`).
+    pub authorized_keys: Option<String>,
     /// `passwordHash`, or `*` when unset.
     pub password_hash: String,
 }
@@ -240,13 +242,14 @@ pub(crate) fn prepare<'c>(
 
     let passwd = (mode.write_all || old.passwd != new.passwd).then(|| {
         let users = new.passwd.users.iter().filter(|u| u.name == CORE_USER);
+        let keys: String = users
+            .clone()
+            .flat_map(|u| u.ssh_authorized_keys.iter())
+            .map(|k| format!("{k}\n"))
+            .collect();
         PreparedPasswd {
             core: accounts.user(CORE_USER).cloned(),
-            authorized_keys: users
-                .clone()
-                .flat_map(|u| u.ssh_authorized_keys.iter())
-                .map(|k| format!("{k}\n"))
-                .collect(),
+            authorized_keys: (!mode.first_application || !keys.is_empty()).then_some(keys),
             password_hash: users
                 .filter_map(|u| u.password_hash.clone())
                 .rfind(|h| !h.is_empty())

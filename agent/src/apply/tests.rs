@@ -256,6 +256,47 @@ fn second_config_applies_the_diff() {
     );
 }
 
+/// Ignition writes no keys file for a user without keys; the MCD's `updateSSHKeys` writes the
+/// (possibly empty) file whenever an update changes `passwd`.
+#[test]
+fn keys_file_follows_ignition_at_first_application_and_the_mcd_after() {
+    let dir = seed_root();
+    let r = dir.path();
+    let keys = r.join("home/core/.ssh/authorized_keys.d/ignition");
+    let password = |keys: &str| {
+        cfg(&format!(
+            r#"{{"ignition": {{"version": "3.2.0"}}, "passwd": {{"users": [{{"name": "core", "passwordHash": "$6$s$h", "sshAuthorizedKeys": [{keys}]}}]}}}}"#
+        ))
+    };
+    let empty = cfg(r#"{"ignition": {"version": "3.2.0"}}"#);
+    let out = run(r, &empty, &password(""), true).unwrap();
+    assert!(!out.ssh_keys_written && out.password_changed, "{out:?}");
+    assert!(fs::symlink_metadata(r.join("home/core/.ssh")).is_err());
+    assert!(
+        fs::read_to_string(r.join("etc/shadow"))
+            .unwrap()
+            .contains("core:$6$s$h:")
+    );
+
+    run(
+        r,
+        &password(""),
+        &password(r#""ssh-ed25519 AAAA one""#),
+        false,
+    )
+    .unwrap();
+    assert_eq!(fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA one\n");
+    let out = run(
+        r,
+        &password(r#""ssh-ed25519 AAAA one""#),
+        &password(""),
+        false,
+    )
+    .unwrap();
+    assert!(out.ssh_keys_written, "{out:?}");
+    assert_eq!(fs::read_to_string(&keys).unwrap(), "");
+}
+
 #[test]
 fn rolling_back_is_applying_desired_to_current() {
     let dir = seed_root();
