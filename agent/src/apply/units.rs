@@ -50,7 +50,7 @@ pub(crate) fn write_units(
             }
         } else if let Some(contents) = contents {
             if offline.state(&unit.name)? == UnitFileState::Enabled {
-                plan.disable.push(unit.name.clone());
+                push_once(&mut plan.disable, &unit.name);
             }
             files::write_unit_file(root, path, contents.as_bytes(), out)?;
         } else if unit.mask == Some(false)
@@ -71,7 +71,8 @@ pub(crate) fn write_units(
                     if enabled {
                         plan.enable.push(unit.name.clone());
                     } else {
-                        plan.disable.push(unit.name.clone());
+                        // Already there when the unit was enabled and is being rewritten.
+                        push_once(&mut plan.disable, &unit.name);
                     }
                 } else {
                     tracing::info!(unit = %unit.name, "unit has no contents and no unit file; enablement skipped");
@@ -81,6 +82,12 @@ pub(crate) fn write_units(
         }
     }
     Ok(())
+}
+
+fn push_once(list: &mut Vec<String>, unit: &str) {
+    if !list.iter().any(|u| u == unit) {
+        list.push(unit.to_string());
+    }
 }
 
 /// Releases units the desired config dropped: their links are removed, the unit files (or masks)

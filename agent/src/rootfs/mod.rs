@@ -434,6 +434,22 @@ impl Root {
         }
     }
 
+    /// Removes the directory `path` if it is empty (the kernel decides: no race with a writer).
+    /// `false` if it did not exist or was not empty.
+    pub fn remove_empty_dir(&self, path: &Path) -> Result<bool, RootError> {
+        let Some((parent, name)) = self.parent_optional(path)? else {
+            return Ok(false);
+        };
+        match rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR) {
+            Ok(()) => {
+                rustix::fs::fsync(&parent).map_err(|e| RootError::io("fsync", path, e))?;
+                Ok(true)
+            }
+            Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+            Err(e) => Err(RootError::io("rmdir", path, e)),
+        }
+    }
+
     /// Sets the owner of `path` (not following a final symlink).
     pub fn set_owner(&self, path: &Path, owner: Owner) -> Result<(), RootError> {
         let (parent, name) = self.parent(path, false)?;

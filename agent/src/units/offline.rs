@@ -228,6 +228,16 @@ impl<'r> OfflineUnits<'r> {
                 .remove_file(&link)
                 .with_context(|| format!("disabling {unit}"))?;
             tracing::info!(link = %link.display(), "removed enablement symlink");
+            // `systemctl disable` removes a dependency directory it emptied (`rmdir_parents`
+            // up to the unit directory); one that was empty already stays.
+            if let Some(dir) = link.parent().filter(|d| *d != Path::new(SYSTEM_UNIT_DIR))
+                && self
+                    .root
+                    .remove_empty_dir(dir)
+                    .with_context(|| format!("disabling {unit}"))?
+            {
+                tracing::info!(dir = %dir.display(), "removed empty dependency directory");
+            }
         }
         for also in &found.install.also {
             self.disable_rec(also, seen)?;

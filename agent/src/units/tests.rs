@@ -45,6 +45,8 @@ fn make_root() -> tempfile::TempDir {
         fs::write(path, text).unwrap();
     }
     symlink("/dev/null", dir.path().join("etc/systemd/system/m.service")).unwrap();
+    // An empty dependency directory nobody's disable empties: systemctl leaves it.
+    fs::create_dir_all(dir.path().join("etc/systemd/system/other.target.wants")).unwrap();
     fs::create_dir_all(dir.path().join("etc/systemd/system-preset")).unwrap();
     fs::write(
         dir.path().join("etc/systemd/system-preset/10-test.preset"),
@@ -56,16 +58,23 @@ fn make_root() -> tempfile::TempDir {
 
 /// Every symlink under the root: (path relative to the root, target).
 fn links(root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = tree(root);
+    out.retain(|(_, target)| !target.as_os_str().is_empty());
+    out
+}
+
+/// Every symlink (with its target) and every directory (with an empty target) under the root,
+/// so that a directory left behind or removed counts too.
+fn tree(root: &Path) -> Vec<(PathBuf, PathBuf)> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, PathBuf)>) {
         for e in fs::read_dir(dir).unwrap() {
             let e = e.unwrap();
             let ft = e.file_type().unwrap();
+            let rel = e.path().strip_prefix(base).unwrap().to_path_buf();
             if ft.is_symlink() {
-                out.push((
-                    e.path().strip_prefix(base).unwrap().to_path_buf(),
-                    fs::read_link(e.path()).unwrap(),
-                ));
+                out.push((rel, fs::read_link(e.path()).unwrap()));
             } else if ft.is_dir() {
+                out.push((rel, PathBuf::new()));
                 walk(base, &e.path(), out);
             }
         }
@@ -97,7 +106,8 @@ fn systemctl(root: &Path, args: &[&str]) {
     );
 }
 
-/// The same operations through [`OfflineUnits`] and through `systemctl --root` leave the same links.
+/// The same operations through [`OfflineUnits`] and through `systemctl --root` leave the same
+/// links and directories.
 #[test]
 fn offline_enablement_matches_systemctl() {
     type Op = (&'static str, &'static [&'static str]);
@@ -114,6 +124,12 @@ fn offline_enablement_matches_systemctl() {
         ],
         &[("preset", &["a.service"])],
         &[("enable", &["t@.service"]), ("disable", &["t@.service"])],
+        // The last link of multi-user.target.wants goes: so does the directory.
+        &[("enable", &["c.service"]), ("disable", &["c.service"])],
+        &[
+            ("enable", &["a.service", "c.service"]),
+            ("disable", &["c.service", "a.service"]),
+        ],
         &[("disable", &["nothere.service"])],
     ];
     for ops in cases {
@@ -135,7 +151,7 @@ fn offline_enablement_matches_systemctl() {
             args.extend(units.iter().map(String::as_str));
             systemctl(theirs.path(), &args);
         }
-        assert_eq!(links(ours.path()), links(theirs.path()), "ops {ops:?}");
+        assert_eq!(tree(ours.path()), tree(theirs.path()), "ops {ops:?}");
     }
 }
 
