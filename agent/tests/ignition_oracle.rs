@@ -56,6 +56,21 @@ fn fresh_root(dir: &Path) {
     )
     .unwrap();
     fs::write(dir.join("etc/motd"), "vendor motd\n").unwrap();
+    // A vendor unit enabled in the image, the only link of its .wants directory (config 15
+    // disables it: the emptied directory goes, as systemctl's preset/disable removes it).
+    let vendor = "usr/lib/systemd/system/vendor-timesync.service";
+    fs::create_dir_all(dir.join("usr/lib/systemd/system")).unwrap();
+    fs::write(
+        dir.join(vendor),
+        "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=time-sync.target\n",
+    )
+    .unwrap();
+    fs::create_dir_all(dir.join("etc/systemd/system/time-sync.target.wants")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("/{vendor}"),
+        dir.join("etc/systemd/system/time-sync.target.wants/vendor-timesync.service"),
+    )
+    .unwrap();
     fs::create_dir_all(dir.join("usr/share/zoneinfo")).unwrap();
     fs::write(dir.join("usr/share/zoneinfo/UTC"), "TZif2").unwrap();
     std::os::unix::fs::symlink("/usr/share/zoneinfo/Etc/UTC", dir.join("etc/localtime")).unwrap();
