@@ -7,6 +7,8 @@
 //! of any runtime flavour, and blocking `kubectl` calls, can use it) and hands out kubeconfigs
 //! and handles to seed, inspect and break it. As a binary: `mco-test-apiserver`.
 
+mod catalog;
+mod columns;
 mod disruption;
 mod faults;
 pub mod fixtures;
@@ -23,7 +25,9 @@ mod status;
 mod store;
 mod strategy;
 mod table;
+mod validation;
 mod watch;
+mod writes;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -233,6 +237,19 @@ impl TestApiServer {
     pub fn write_kubeconfig(&self, path: &Path, user: &str) -> Result<()> {
         let token = self.token_for(user);
         kubeconfig::write(path, &self.url, self.ca_pem.as_deref(), user, &token)
+    }
+
+    /// A `kubectl` command talking to this server with `kubeconfig` (discovery cache and
+    /// `HOME` inside the server's directory, so runs never share state with the host).
+    pub fn kubectl(&self, kubeconfig: &Path) -> std::process::Command {
+        let mut command = std::process::Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir().join("kube-cache"))
+            .env("HOME", self.dir());
+        command
     }
 
     pub fn faults(&self) -> &Faults {

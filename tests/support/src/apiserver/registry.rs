@@ -1,6 +1,8 @@
-//! The resource types the test server serves, and their discovery documents.
+//! What a served resource type is, lookups in the catalog, and the discovery documents.
 
 use serde_json::{Value, json};
+
+pub use super::catalog::RESOURCES;
 
 /// One served resource type.
 #[derive(Debug)]
@@ -8,7 +10,6 @@ pub struct ResourceDef {
     pub group: &'static str,
     pub version: &'static str,
     pub plural: &'static str,
-    pub singular: &'static str,
     pub kind: &'static str,
     pub namespaced: bool,
     pub short_names: &'static [&'static str],
@@ -22,9 +23,23 @@ pub struct ResourceDef {
     pub custom: bool,
     /// Field selector labels accepted besides `metadata.name` and `metadata.namespace`.
     pub fields: &'static [&'static str],
+    /// The verbs discovery advertises.
+    pub verbs: &'static [&'static str],
+    /// A PUT without `metadata.resourceVersion` is accepted (the strategy's
+    /// AllowUnconditionalUpdate); custom resources and leases refuse it.
+    pub unconditional_update: bool,
+    /// A PUT of a missing object creates it (AllowCreateOnUpdate: events, leases, RBAC).
+    pub create_on_update: bool,
+    /// A create-only review answered by the authorizer and never stored.
+    pub review: bool,
 }
 
 impl ResourceDef {
+    /// The singular name discovery lists (the lowercase kind for every served type).
+    pub fn singular(&self) -> String {
+        self.kind.to_ascii_lowercase()
+    }
+
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -47,6 +62,15 @@ impl ResourceDef {
         }
     }
 
+    /// `Pod` or `MachineConfig.machineconfiguration.openshift.io`, as in validation errors.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// Prefix of this resource's URLs, e.g. `/api/v1` or `/apis/policy/v1`.
     pub fn prefix(&self) -> String {
         if self.group.is_empty() {
@@ -54,205 +78,6 @@ impl ResourceDef {
         } else {
             format!("/apis/{}/{}", self.group, self.version)
         }
-    }
-}
-
-const CORE: &str = "";
-const MCO: &str = "machineconfiguration.openshift.io";
-const OPERATOR: &str = "operator.openshift.io";
-
-/// Every served resource type. Indices into this table identify a resource in the store.
-pub static RESOURCES: &[ResourceDef] = &[
-    def(
-        CORE,
-        "v1",
-        "namespaces",
-        "namespace",
-        "Namespace",
-        false,
-        &["ns"],
-        true,
-        false,
-        &["status.phase"],
-    ),
-    def(
-        CORE,
-        "v1",
-        "nodes",
-        "node",
-        "Node",
-        false,
-        &["no"],
-        true,
-        false,
-        &["spec.unschedulable"],
-    ),
-    def(
-        CORE,
-        "v1",
-        "pods",
-        "pod",
-        "Pod",
-        true,
-        &["po"],
-        true,
-        false,
-        &[
-            "spec.nodeName",
-            "status.phase",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-    ),
-    def(
-        CORE,
-        "v1",
-        "events",
-        "event",
-        "Event",
-        true,
-        &["ev"],
-        false,
-        false,
-        &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-    ),
-    def(
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "poddisruptionbudget",
-        "PodDisruptionBudget",
-        true,
-        &["pdb"],
-        true,
-        true,
-        &[],
-    ),
-    def(
-        "apps",
-        "v1",
-        "daemonsets",
-        "daemonset",
-        "DaemonSet",
-        true,
-        &["ds"],
-        true,
-        true,
-        &[],
-    ),
-    def(
-        "apps",
-        "v1",
-        "replicasets",
-        "replicaset",
-        "ReplicaSet",
-        true,
-        &["rs"],
-        true,
-        true,
-        &[],
-    ),
-    def(
-        "apps",
-        "v1",
-        "deployments",
-        "deployment",
-        "Deployment",
-        true,
-        &["deploy"],
-        true,
-        true,
-        &[],
-    ),
-    crd(
-        MCO,
-        "machineconfigs",
-        "machineconfig",
-        "MachineConfig",
-        &["mc"],
-        false,
-    ),
-    crd(
-        MCO,
-        "machineconfigpools",
-        "machineconfigpool",
-        "MachineConfigPool",
-        &["mcp"],
-        true,
-    ),
-    crd(
-        OPERATOR,
-        "machineconfigurations",
-        "machineconfiguration",
-        "MachineConfiguration",
-        &[],
-        true,
-    ),
-];
-
-#[allow(clippy::too_many_arguments)]
-const fn def(
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    status_subresource: bool,
-    generation: bool,
-    fields: &'static [&'static str],
-) -> ResourceDef {
-    ResourceDef {
-        group,
-        version,
-        plural,
-        singular,
-        kind,
-        namespaced,
-        short_names,
-        status_subresource,
-        generation,
-        custom: false,
-        fields,
-    }
-}
-
-const fn crd(
-    group: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    short_names: &'static [&'static str],
-    status_subresource: bool,
-) -> ResourceDef {
-    ResourceDef {
-        group,
-        version: "v1",
-        plural,
-        singular,
-        kind,
-        namespaced: false,
-        short_names,
-        status_subresource,
-        generation: true,
-        custom: true,
-        fields: &[],
     }
 }
 
@@ -277,17 +102,6 @@ pub fn index_of(plural: &str) -> usize {
         .unwrap_or_else(|| panic!("resource {plural} is not registered"))
 }
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// `/api/v1` or `/apis/<group>/<version>`: the APIResourceList, or None for an unknown
 /// group/version.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
@@ -302,10 +116,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     for r in &defs {
         resources.push(json!({
             "name": r.plural,
-            "singularName": r.singular,
+            "singularName": r.singular(),
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": VERBS,
+            "verbs": r.verbs,
             "shortNames": r.short_names,
         }));
         if r.status_subresource {
@@ -409,6 +223,8 @@ pub fn version() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MCO: &str = "machineconfiguration.openshift.io";
 
     #[test]
     fn core_list_advertises_eviction_as_policy_v1() {

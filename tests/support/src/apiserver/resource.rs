@@ -114,8 +114,10 @@ impl Call<'_> {
                 Ok(json_response(201, &status))
             }
             (Method::PUT, Some(name)) => {
+                let existed = store.get(self.rp.res, ns, &name).is_ok();
                 let obj = store.replace(self.rp.res, ns, &name, self.json_body()?, target, dry)?;
-                Ok(json_response(200, &obj))
+                // A PUT that created the object (leases, events, RBAC) answers 201.
+                Ok(json_response(if existed { 200 } else { 201 }, &obj))
             }
             (Method::PATCH, Some(name)) => {
                 let patch_type = PatchType::from_content_type(&self.content_type)

@@ -65,7 +65,10 @@ impl ApiError {
 
     /// 422 with one field cause, like the API server's validation errors.
     pub fn invalid(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
-        let message = format!("{} \"{name}\" is invalid: {field}: {detail}", def.kind);
+        let message = format!(
+            "{} \"{name}\" is invalid: {field}: {detail}",
+            def.qualified_kind()
+        );
         Self::new(422, "Invalid", message).with_details(json!({
             "name": name,
             "group": def.group,

@@ -1,6 +1,6 @@
 //! The in-memory object store: one global resourceVersion counter, a bounded event history
-//! for watches, and the write paths (create, update, patch, delete, evict) with their side
-//! effects (PDB status, graceful pod termination, finalizers, namespace contents).
+//! for watches, reads and commits. The write paths are in `writes` (create, update, patch) and
+//! `lifecycle` (delete, evict, with their side effects).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,11 +9,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::patch::{self, PatchType};
 use super::registry::{RESOURCES, ResourceDef, index_of};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::strategy::{self, Target, has_finalizers, metadata_mut, name_of, namespace_of, str_at};
+use super::strategy::{metadata_mut, name_of, namespace_of, str_at};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
@@ -257,190 +256,6 @@ impl Store {
         // No receivers is fine: nobody is watching.
         let _receivers = self.changes.send(change);
         obj
-    }
-
-    /// Inserts an object as given (status included), bypassing create rules: for seeding tests.
-    pub fn seed(&self, mut obj: Value) -> Result<Value, ApiError> {
-        let api_version = str_at(&obj, "/apiVersion").unwrap_or_default().to_string();
-        let kind = str_at(&obj, "/kind").unwrap_or_default().to_string();
-        let res = super::registry::find_kind(&api_version, &kind).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "no resource for apiVersion {api_version:?} kind {kind:?}"
-            ))
-        })?;
-        let def = &RESOURCES[res];
-        let ns = namespace_of(&obj).to_string();
-        let status = obj.get("status").cloned();
-        let ns_opt = def.namespaced.then_some(if ns.is_empty() {
-            "default"
-        } else {
-            ns.as_str()
-        });
-        let mut prepared = strategy::prepare_create(def, ns_opt, obj.take())?;
-        if let Some(status) = status {
-            prepared["status"] = status;
-        }
-        let mut inner = self.lock();
-        self.insert_new(&mut inner, res, prepared)
-    }
-
-    pub fn create(
-        &self,
-        res: usize,
-        ns: Option<&str>,
-        obj: Value,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
-        let def = &RESOURCES[res];
-        let prepared = strategy::prepare_create(def, ns, obj)?;
-        let mut inner = self.lock();
-        if def.namespaced {
-            let ns = namespace_of(&prepared).to_string();
-            if !inner.objects[index_of("namespaces")].contains_key(&(String::new(), ns.clone())) {
-                return Err(ApiError::not_found(&RESOURCES[index_of("namespaces")], &ns));
-            }
-        }
-        if dry_run {
-            if inner.objects[res].contains_key(&obj_key(&prepared)) {
-                return Err(ApiError::already_exists(def, name_of(&prepared)));
-            }
-            return Ok(prepared);
-        }
-        self.insert_new(&mut inner, res, prepared)
-    }
-
-    fn insert_new(&self, inner: &mut Inner, res: usize, obj: Value) -> Result<Value, ApiError> {
-        let def = &RESOURCES[res];
-        if inner.objects[res].contains_key(&obj_key(&obj)) {
-            return Err(ApiError::already_exists(def, name_of(&obj)));
-        }
-        let ns = namespace_of(&obj).to_string();
-        let mut stored = self.commit(inner, res, EventKind::Added, obj, None);
-        if matches!(def.plural, "pods" | "poddisruptionbudgets") {
-            self.refresh_budgets(inner, &ns);
-            stored = inner.objects[res]
-                .get(&obj_key(&stored))
-                .cloned()
-                .unwrap_or(stored);
-        }
-        Ok(stored)
-    }
-
-    /// PUT: replaces the object (or its status) if `metadata.resourceVersion` is current or
-    /// absent (absent is refused for custom resources).
-    pub fn replace(
-        self: &Arc<Self>,
-        res: usize,
-        ns: Option<&str>,
-        name: &str,
-        obj: Value,
-        target: Target,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
-        let def = &RESOURCES[res];
-        let mut inner = self.lock();
-        let old = inner.objects[res]
-            .get(&key(def, ns, name))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, name))?;
-        let requested_rv = str_at(&obj, "/metadata/resourceVersion")
-            .unwrap_or_default()
-            .to_string();
-        if requested_rv.is_empty() && def.custom {
-            return Err(ApiError::invalid(
-                def,
-                name,
-                "metadata.resourceVersion",
-                "Invalid value: 0x0: must be specified for an update",
-            ));
-        }
-        self.update_locked(&mut inner, res, old, obj, &requested_rv, target, dry_run)
-    }
-
-    /// PATCH: applies the patch to the current object, then updates (a resourceVersion the
-    /// patch sets is a precondition).
-    #[allow(clippy::too_many_arguments)]
-    pub fn patch(
-        self: &Arc<Self>,
-        res: usize,
-        ns: Option<&str>,
-        name: &str,
-        patch_type: PatchType,
-        patch_body: &Value,
-        target: Target,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
-        let def = &RESOURCES[res];
-        if patch_type == PatchType::Strategic && def.custom {
-            return Err(ApiError::unsupported_media_type(
-                "application/strategic-merge-patch+json (not supported for custom resources)",
-            ));
-        }
-        let mut inner = self.lock();
-        let old = inner.objects[res]
-            .get(&key(def, ns, name))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, name))?;
-        let mut patched = old.clone();
-        patch::apply(patch_type, &mut patched, patch_body).map_err(|msg| {
-            if patch_type == PatchType::Apply {
-                ApiError::unsupported_media_type("application/apply-patch+yaml")
-            } else {
-                ApiError::new(422, "Invalid", msg)
-            }
-        })?;
-        let requested_rv = str_at(&patched, "/metadata/resourceVersion")
-            .unwrap_or_default()
-            .to_string();
-        self.update_locked(
-            &mut inner,
-            res,
-            old,
-            patched,
-            &requested_rv,
-            target,
-            dry_run,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn update_locked(
-        self: &Arc<Self>,
-        inner: &mut Inner,
-        res: usize,
-        old: Value,
-        new: Value,
-        requested_rv: &str,
-        target: Target,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
-        let def = &RESOURCES[res];
-        let name = name_of(&old).to_string();
-        let current_rv = str_at(&old, "/metadata/resourceVersion").unwrap_or_default();
-        if !requested_rv.is_empty() && requested_rv != current_rv {
-            return Err(ApiError::conflict(def, &name));
-        }
-        let mut updated = strategy::prepare_update(def, &old, new, target)?;
-        metadata_mut(&mut updated).insert("resourceVersion".into(), json!(current_rv));
-        if dry_run || updated == old {
-            return Ok(updated);
-        }
-        let uid = str_at(&old, "/metadata/uid")
-            .unwrap_or_default()
-            .to_string();
-        let finish_delete = updated.pointer("/metadata/deletionTimestamp").is_some()
-            && !has_finalizers(&updated)
-            && !inner.terminating.contains(&uid);
-        let ns = namespace_of(&old).to_string();
-        let stored = if finish_delete {
-            self.commit(inner, res, EventKind::Deleted, updated, Some(old))
-        } else {
-            self.commit(inner, res, EventKind::Modified, updated, Some(old))
-        };
-        if def.plural == "pods" {
-            self.refresh_budgets(inner, &ns);
-        }
-        Ok(stored)
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::registry::ResourceDef;
 use super::status::ApiError;
+use super::validation;
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,18 +73,6 @@ pub fn new_uid() -> String {
     )
 }
 
-/// A lowercase RFC 1123 subdomain, as object names must be.
-fn valid_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !name.is_empty()
-        && name.len() <= 253
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-}
-
 /// Checks kind/apiVersion of a request body against the resource.
 pub fn check_type(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     if !obj.is_object() {
@@ -145,16 +134,7 @@ pub fn prepare_create(
         );
     }
     let name = meta["name"].as_str().unwrap_or_default().to_string();
-    if !valid_name(&name) {
-        return Err(ApiError::invalid(
-            def,
-            &name,
-            "metadata.name",
-            &format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-            ),
-        ));
-    }
+    validation::check_name(def, &name)?;
     match (def.namespaced, namespace) {
         (true, Some(ns)) => {
             let body_ns = meta.get("namespace").and_then(Value::as_str).unwrap_or(ns);
@@ -207,7 +187,7 @@ pub fn prepare_create(
         }
         _ => {}
     }
-    validate(def, &obj)?;
+    validation::validate(def, &obj)?;
     Ok(obj)
 }
 
@@ -277,7 +257,8 @@ pub fn prepare_update(
             + 1;
         metadata_mut(&mut new).insert("generation".into(), json!(generation));
     }
-    validate(def, &new)?;
+    validation::validate(def, &new)?;
+    validation::validate_update(def, old, &new)?;
     Ok(new)
 }
 
@@ -292,59 +273,6 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
         v
     };
     strip(old) != strip(new)
-}
-
-/// Checks the few resource-specific rules clients depend on.
-fn validate(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
-    let name = name_of(obj);
-    if def.plural == "poddisruptionbudgets" {
-        let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-        if spec.get("minAvailable").is_some() && spec.get("maxUnavailable").is_some() {
-            return Err(ApiError::invalid(
-                def,
-                name,
-                "spec",
-                "Invalid value: minAvailable and maxUnavailable cannot be both set",
-            ));
-        }
-        for field in ["minAvailable", "maxUnavailable"] {
-            if let Some(v) = spec.get(field)
-                && super::disruption::int_or_percent(v).is_none()
-            {
-                return Err(ApiError::invalid(
-                    def,
-                    name,
-                    &format!("spec.{field}"),
-                    &format!("Invalid value: {v}: must be an integer or percentage (e.g '5%')"),
-                ));
-            }
-        }
-    }
-    if let Some(labels) = obj.pointer("/metadata/labels")
-        && !labels
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_string))
-    {
-        return Err(ApiError::invalid(
-            def,
-            name,
-            "metadata.labels",
-            "Invalid value: labels must be a map of strings",
-        ));
-    }
-    if let Some(annotations) = obj.pointer("/metadata/annotations")
-        && !annotations
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_string))
-    {
-        return Err(ApiError::invalid(
-            def,
-            name,
-            "metadata.annotations",
-            "Invalid value: annotations must be a map of strings",
-        ));
-    }
-    Ok(())
 }
 
 /// `metadata.finalizers` is non-empty.

@@ -1,0 +1,367 @@
+//! The MCO's newer types, Leases and RBAC objects as the real `kubectl` (installed by
+//! tests/setup.sh) sees them on the test server: apply, get with the CRDs' printer columns,
+//! patches of the main resource and of `/status`, generation, validation.
+
+use std::process::Output;
+
+use mco_test_support::apiserver::TestApiServer;
+use serde_json::json;
+
+fn kubectl(server: &TestApiServer, args: &[&str]) -> Output {
+    let output = server
+        .kubectl(server.kubeconfig())
+        .args(args)
+        .output()
+        .expect("running kubectl (tests/setup.sh installs it)");
+    eprintln!(
+        "kubectl {}: {}\nstdout: {}\nstderr: {}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn kubectl_ok(server: &TestApiServer, args: &[&str]) -> String {
+    let output = kubectl(server, args);
+    assert!(output.status.success(), "kubectl {args:?} failed");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn apply(server: &TestApiServer, name: &str, yaml: &str) -> String {
+    let file = server.dir().join(name);
+    std::fs::write(&file, yaml).unwrap();
+    kubectl_ok(server, &["apply", "-f", file.to_str().unwrap()])
+}
+
+/// The table's header and the row of `name`, cut at the header's column starts (cells may be
+/// blank).
+fn row(table: &str, name: &str) -> (Vec<String>, Vec<String>) {
+    let header_line = table.lines().next().unwrap();
+    let mut starts = Vec::new();
+    let mut previous = ' ';
+    for (i, c) in header_line.char_indices() {
+        if c != ' ' && previous == ' ' {
+            starts.push(i);
+        }
+        previous = c;
+    }
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in\n{table}"));
+    let cut = |text: &str| -> Vec<String> {
+        starts
+            .iter()
+            .enumerate()
+            .map(|(i, &start)| {
+                let end = starts
+                    .get(i + 1)
+                    .copied()
+                    .unwrap_or(text.len())
+                    .min(text.len());
+                text.get(start.min(text.len())..end)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string()
+            })
+            .collect()
+    };
+    (cut(header_line), cut(line))
+}
+
+const MCN: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigNode
+metadata:
+  name: worker-0
+spec:
+  node: {name: worker-0}
+  pool: {name: worker}
+  configVersion: {desired: rendered-worker-a}
+"#;
+
+#[test]
+fn machine_config_nodes_show_an_update_moving() {
+    let server = TestApiServer::start().unwrap();
+    let out = apply(&server, "mcn.yaml", MCN);
+    assert!(
+        out.contains("machineconfignode.machineconfiguration.openshift.io/worker-0 created"),
+        "{out}"
+    );
+    let (header, cells) = row(
+        &kubectl_ok(&server, &["get", "machineconfignodes"]),
+        "worker-0",
+    );
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "POOLNAME",
+            "DESIREDCONFIG",
+            "CURRENTCONFIG",
+            "UPDATED",
+            "AGE"
+        ]
+    );
+    assert_eq!(&cells[..3], ["worker-0", "worker", "rendered-worker-a"]);
+
+    let status = json!({"status": {
+        "observedGeneration": 1,
+        "configVersion": {"current": "rendered-worker-a", "desired": "rendered-worker-b"},
+        "conditions": [
+            {"type": "Updated", "status": "False", "reason": "Updated", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Drained", "status": "True", "reason": "Drained", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ],
+    }});
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "machineconfignode",
+            "worker-0",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            &status.to_string(),
+        ],
+    );
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "machineconfignode",
+            "worker-0",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"configVersion":{"desired":"rendered-worker-b"}}}"#,
+        ],
+    );
+    let (header, cells) = row(
+        &kubectl_ok(&server, &["get", "machineconfignodes", "-o", "wide"]),
+        "worker-0",
+    );
+    let at = |column: &str| cells[header.iter().position(|h| h == column).unwrap()].clone();
+    assert_eq!(at("DESIREDCONFIG"), "rendered-worker-b");
+    assert_eq!(at("CURRENTCONFIG"), "rendered-worker-a");
+    assert_eq!(at("UPDATED"), "False");
+    assert_eq!(at("DRAINEDNODE"), "True");
+    let mcn = server.get("machineconfignodes", None, "worker-0").unwrap();
+    assert_eq!(
+        mcn["metadata"]["generation"], 2,
+        "spec changes bump generation, status does not"
+    );
+
+    let renamed = kubectl(
+        &server,
+        &[
+            "patch",
+            "machineconfignode",
+            "worker-0",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"node":{"name":"worker-1"}}}"#,
+        ],
+    );
+    assert!(!renamed.status.success());
+    assert!(
+        String::from_utf8_lossy(&renamed.stderr).contains(
+            "The MachineConfigNode \"worker-0\" is invalid: <nil>: Invalid value: \"object\": spec.node.name should match metadata.name"
+        )
+    );
+}
+
+const IMAGE_MODE: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineOSConfig
+metadata:
+  name: worker
+spec:
+  machineConfigPool: {name: worker}
+  imageBuilder: {imageBuilderType: Job}
+  renderedImagePushSecret: {name: push}
+  renderedImagePushSpec: registry.example/os:latest
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineOSBuild
+metadata:
+  name: worker-build-1
+spec:
+  machineConfig: {name: rendered-worker-a}
+  machineOSConfig: {name: worker}
+  renderedImagePushSpec: registry.example/os:latest
+---
+apiVersion: operator.openshift.io/v1
+kind: MachineConfiguration
+metadata:
+  name: cluster
+spec:
+  logLevel: Normal
+  operatorLogLevel: Normal
+"#;
+
+#[test]
+fn image_mode_objects_and_the_operator_configuration() {
+    let server = TestApiServer::start().unwrap();
+    let out = apply(&server, "image-mode.yaml", IMAGE_MODE);
+    assert!(out.contains("machineosconfig.machineconfiguration.openshift.io/worker created"));
+    assert!(
+        out.contains("machineosbuild.machineconfiguration.openshift.io/worker-build-1 created")
+    );
+    assert!(out.contains("machineconfiguration.operator.openshift.io/cluster created"));
+    let build_status = json!({"status": {
+        "conditions": [
+            {"type": "Succeeded", "status": "True", "reason": "Ready", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Building", "status": "False", "reason": "Ready", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ],
+        "digestedImagePushSpec": "registry.example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    }});
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "machineosbuild",
+            "worker-build-1",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            &build_status.to_string(),
+        ],
+    );
+    let (header, cells) = row(
+        &kubectl_ok(&server, &["get", "machineosbuilds"]),
+        "worker-build-1",
+    );
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "PREPARED",
+            "BUILDING",
+            "SUCCEEDED",
+            "INTERRUPTED",
+            "FAILED",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        &cells[1..4],
+        ["", "False", "True"],
+        "no Prepared condition yet"
+    );
+    let (header, _) = row(&kubectl_ok(&server, &["get", "machineosconfigs"]), "worker");
+    assert_eq!(header, ["NAME", "AGE"]);
+
+    // The operator's generation/observedGeneration handshake.
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "machineconfiguration",
+            "cluster",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"nodeDisruptionPolicy":{"files":[{"path":"/etc/x","actions":[{"type":"None"}]}]}}}"#,
+        ],
+    );
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "machineconfiguration",
+            "cluster",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"observedGeneration":2}}"#,
+        ],
+    );
+    let generations = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "machineconfiguration",
+            "cluster",
+            "-o",
+            "jsonpath={.metadata.generation} {.status.observedGeneration}",
+        ],
+    );
+    assert_eq!(generations, "2 2");
+}
+
+#[test]
+fn leases_and_rbac_objects_apply_and_print() {
+    let server = TestApiServer::start().unwrap();
+    let objects = r#"
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: fleetlock-default, namespace: default}
+spec: {holderIdentity: worker-0, leaseDurationSeconds: 300}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "mco:agent"}
+rules:
+- apiGroups: [machineconfiguration.openshift.io]
+  resources: [machineconfignodes, machineconfignodes/status]
+  verbs: [get, create, update, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "mco:agent"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "mco:agent"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+- {kind: ServiceAccount, name: companion, namespace: mco}
+"#;
+    let out = apply(&server, "objects.yaml", objects);
+    assert!(out.contains("lease.coordination.k8s.io/fleetlock-default created"));
+    assert!(out.contains("clusterrole.rbac.authorization.k8s.io/mco:agent created"));
+    let (_, cells) = row(
+        &kubectl_ok(&server, &["get", "lease", "-n", "default"]),
+        "fleetlock-default",
+    );
+    assert_eq!(cells[1], "worker-0");
+    let (header, cells) = row(
+        &kubectl_ok(
+            &server,
+            &["get", "clusterrolebinding", "mco:agent", "-o", "wide"],
+        ),
+        "mco:agent",
+    );
+    assert_eq!(
+        header,
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    );
+    assert_eq!(cells[1], "ClusterRole/mco:agent");
+    assert!(cells.contains(&"mco/companion".to_string()), "{cells:?}");
+    let again = apply(&server, "objects.yaml", objects);
+    assert!(
+        again.contains("clusterrole.rbac.authorization.k8s.io/mco:agent unchanged"),
+        "{again}"
+    );
+    let moved = kubectl(
+        &server,
+        &[
+            "patch",
+            "clusterrolebinding",
+            "mco:agent",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"roleRef":{"name":"cluster-admin"}}"#,
+        ],
+    );
+    assert!(!moved.status.success());
+    assert!(String::from_utf8_lossy(&moved.stderr).contains("cannot change roleRef"));
+}
