@@ -1,11 +1,12 @@
 //! The MCO's newer types, Leases and RBAC objects as the real `kubectl` (installed by
 //! tests/setup.sh) sees them on the test server: apply, get with the CRDs' printer columns,
-//! patches of the main resource and of `/status`, generation, validation.
+//! patches of the main resource and of `/status`, generation, validation; and `--seed` reading
+//! YAML exactly as `kubectl apply -f` sends it.
 
 use std::process::Output;
 
 use mco_test_support::apiserver::TestApiServer;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn kubectl(server: &TestApiServer, args: &[&str]) -> Output {
     let output = server
@@ -364,4 +365,49 @@ subjects:
     );
     assert!(!moved.status.success());
     assert!(String::from_utf8_lossy(&moved.stderr).contains("cannot change roleRef"));
+}
+
+const YAML_1_1: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-yaml-1-1
+spec:
+  config:
+    ignition: {version: 3.2.0}
+    storage:
+      files:
+      - path: /etc/octal
+        mode: 0644
+        overwrite: yes
+        contents: {source: "data:,x"}
+      - path: /etc/decimal
+        mode: 420
+        contents: {source: "data:,y"}
+  probe: {leading_zero: 08, exponent: 1e3, fraction: 0.5, hex: 0x1F, underscores: 1_000, quoted: "0644", date: 2001-12-14, on_off: off}
+"#;
+
+#[test]
+fn seed_reads_yaml_as_kubectl_apply_sends_it() {
+    let applied = TestApiServer::start().unwrap();
+    apply(&applied, "mc.yaml", YAML_1_1);
+    let seeded = TestApiServer::start().unwrap();
+    assert_eq!(seeded.seed_manifests(YAML_1_1).unwrap(), 1);
+    let spec = |server: &TestApiServer| -> Value {
+        server
+            .get("machineconfigs", None, "99-yaml-1-1")
+            .unwrap()
+            .get("spec")
+            .cloned()
+            .unwrap()
+    };
+    let sent = spec(&applied);
+    assert_eq!(sent["config"]["storage"]["files"][0]["mode"], 420);
+    assert_eq!(sent["config"]["storage"]["files"][0]["overwrite"], true);
+    // Value equality also tells the integer 8 from the float 8.0.
+    assert_eq!(
+        spec(&seeded),
+        sent,
+        "seeded and kubectl-applied objects are the same JSON"
+    );
 }

@@ -15,6 +15,7 @@ pub mod fixtures;
 mod handler;
 mod kubeconfig;
 mod lifecycle;
+mod manifests;
 mod openapi;
 mod patch;
 mod registry;
@@ -277,23 +278,14 @@ impl TestApiServer {
         Ok(self.state.store.seed(object)?)
     }
 
-    /// Seeds every object of a YAML (multi-document) or JSON text; `List` kinds are unpacked.
+    /// Seeds every object of a YAML (multi-document) or JSON text, read as `kubectl apply -f`
+    /// reads it (YAML 1.1: `mode: 0644` is 420); `List` kinds are unpacked.
     pub fn seed_manifests(&self, text: &str) -> Result<usize> {
-        let docs: Vec<Value> = serde_saphyr::from_multiple(text).context("parsing manifests")?;
-        let mut count = 0;
-        for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            let items = match doc.get("items").and_then(Value::as_array) {
-                Some(items) if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) => {
-                    items.clone()
-                }
-                _ => vec![doc],
-            };
-            for item in items {
-                self.seed(item)?;
-                count += 1;
-            }
+        let objects = manifests::parse(text)?;
+        for object in &objects {
+            self.seed(object.clone())?;
         }
-        Ok(count)
+        Ok(objects.len())
     }
 
     fn resource(plural: &str) -> usize {
