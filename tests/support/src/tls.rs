@@ -118,6 +118,36 @@ impl CertifiedKey {
         Ok(Arc::new(config))
     }
 
+    /// As [`Self::server_config`], also asking clients for a certificate signed by the CA in
+    /// `client_ca_pem` (a client without one still connects, to authenticate another way; a
+    /// certificate that does not verify fails the handshake).
+    pub fn server_config_with_client_ca(
+        &self,
+        alpn: &[&[u8]],
+        client_ca_pem: &str,
+    ) -> Result<Arc<rustls::ServerConfig>> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in parse_certs(client_ca_pem)? {
+            roots.add(cert).context("adding client CA certificate")?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .context("client certificate verifier")?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .context("TLS protocol versions")?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(parse_certs(&self.cert_pem)?, parse_key(&self.key_pem)?)
+            .context("server certificate")?;
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(Arc::new(config))
+    }
+
     /// Writes `<stem>.crt` and `<stem>.key` (mode 0600) into `dir`; returns both paths.
     pub fn write_to(&self, dir: &Path, stem: &str) -> Result<(PathBuf, PathBuf)> {
         let cert = dir.join(format!("{stem}.crt"));

@@ -9,6 +9,7 @@ const CORE: &str = "";
 const MCO: &str = "machineconfiguration.openshift.io";
 const OPERATOR: &str = "operator.openshift.io";
 const RBAC: &str = "rbac.authorization.k8s.io";
+const AUTHORIZATION: &str = "authorization.k8s.io";
 
 /// The verbs of an ordinary stored resource, as discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
@@ -45,6 +46,14 @@ const CRD: ResourceDef = ResourceDef {
     generation: true,
     custom: true,
     unconditional_update: false,
+    ..BUILTIN
+};
+
+/// A create-only review: answered from the authorizer, never stored.
+const REVIEW: ResourceDef = ResourceDef {
+    group: AUTHORIZATION,
+    verbs: &["create"],
+    review: true,
     ..BUILTIN
 };
 
@@ -183,6 +192,22 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         create_on_update: true,
         ..BUILTIN
+    },
+    ResourceDef {
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+        ..REVIEW
+    },
+    ResourceDef {
+        plural: "selfsubjectrulesreviews",
+        kind: "SelfSubjectRulesReview",
+        ..REVIEW
+    },
+    ResourceDef {
+        group: "authentication.k8s.io",
+        plural: "selfsubjectreviews",
+        kind: "SelfSubjectReview",
+        ..REVIEW
     },
     ResourceDef {
         group: MCO,

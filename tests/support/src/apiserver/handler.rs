@@ -1,5 +1,5 @@
-//! The HTTP front: authentication, fault injection, request log, then discovery or the
-//! resource verbs (see `resource`).
+//! The HTTP front: authentication, impersonation, authorization and its audit, fault
+//! injection, request log, then discovery or the resource verbs (see `resource`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -9,13 +9,17 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
 use serde_json::Value;
 
+use super::attributes::{self, Attributes};
+use super::audit::AuditEvent;
 use super::faults::FaultAction;
+use super::identity::Identity;
 use super::openapi;
 use super::registry;
 use super::resource::{Call, Query};
 use super::routes::{self, Route};
 use super::status::ApiError;
 use super::{RequestRecord, ServerState};
+use super::{authn, authz};
 
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -48,44 +52,81 @@ fn error_response(err: &ApiError) -> Response<Body> {
     response
 }
 
-/// Entry point for every request.
+/// Entry point for every request: authentication, impersonation, authorization (each
+/// decision audited), fault injection, then the request itself.
 pub async fn handle(
     state: Arc<ServerState>,
     req: Request<Incoming>,
+    peer: Option<Identity>,
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().unwrap_or_default().to_string();
-    let user = authenticate(&state, &req, &path);
-    let response = match &user {
-        None => error_response(&ApiError::unauthorized()),
-        Some(_) => match inject_faults(&state, method.as_str(), &path, &raw_query).await {
-            Some(response) => response,
-            None => serve(&state, req, &path, &raw_query).await,
-        },
+    let query = Query::parse(&raw_query);
+    let attrs = attributes::from_request(method.as_str(), &path, query.pairs());
+    let public = matches!(routes::parse(&path), Route::Health | Route::Version);
+    let (response, user) = match state
+        .authn
+        .authenticate(req.headers(), peer.as_ref(), public)
+    {
+        Err(err) => (error_response(&err), String::new()),
+        Ok(requester) => {
+            let user = requester.user.clone();
+            let response = authorized(&state, req, requester, &attrs, query, &raw_query).await;
+            (response, user)
+        }
     };
     state.record(RequestRecord {
         method: method.to_string(),
         path,
         query: raw_query,
-        user: user.unwrap_or_default(),
+        user,
         status: response.status().as_u16(),
     });
     Ok(response)
 }
 
-fn authenticate(state: &ServerState, req: &Request<Incoming>, path: &str) -> Option<String> {
-    if matches!(routes::parse(path), Route::Health | Route::Version) {
-        return Some("system:anonymous".into());
-    }
-    let Some(authorization) = req.headers().get(header::AUTHORIZATION) else {
-        // client-go sends no bearer token over plain HTTP; the HTTP mode lets that in.
-        return state
-            .anonymous_allowed
-            .then(|| "system:anonymous".to_string());
+/// Serves an authenticated request as the identity it impersonates, if allowed to.
+async fn authorized(
+    state: &Arc<ServerState>,
+    req: Request<Incoming>,
+    requester: Identity,
+    attrs: &Attributes,
+    query: Query,
+    raw_query: &str,
+) -> Response<Body> {
+    let may = |a: &Attributes| {
+        let verdict = authz::authorize(state.authorization, &state.store, &requester, a);
+        if verdict.allowed {
+            Ok(())
+        } else {
+            Err(authz::forbidden(&requester, a, &verdict.reason))
+        }
     };
-    let token = authorization.to_str().ok()?.strip_prefix("Bearer ")?;
-    state.user_for_token(token.trim())
+    let (who, impersonator) = match authn::impersonate(req.headers(), &may) {
+        Err(err) => return error_response(&err),
+        Ok(Some(target)) => (target, Some(requester.clone())),
+        Ok(None) => (requester.clone(), None),
+    };
+    let verdict = authz::authorize(state.authorization, &state.store, &who, attrs);
+    let response = if !verdict.allowed {
+        error_response(&authz::forbidden(&who, attrs, &verdict.reason))
+    } else {
+        let path = attrs.path.clone();
+        match inject_faults(state, req.method().as_str(), &path, raw_query).await {
+            Some(response) => response,
+            None => serve(state, req, &path, query, &who).await,
+        }
+    };
+    let code = response.status().as_u16();
+    state.audit.record(AuditEvent::new(
+        &who,
+        impersonator.as_ref(),
+        attrs,
+        &verdict,
+        code,
+    ));
+    response
 }
 
 async fn inject_faults(
@@ -108,9 +149,9 @@ async fn serve(
     state: &Arc<ServerState>,
     req: Request<Incoming>,
     path: &str,
-    raw_query: &str,
+    query: Query,
+    who: &Identity,
 ) -> Response<Body> {
-    let query = Query::parse(raw_query);
     let method = req.method().clone();
     let headers = req.headers().clone();
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
@@ -167,6 +208,7 @@ async fn serve(
                 .to_string();
             let call = Call {
                 state,
+                who,
                 rp,
                 query,
                 body,

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::admission::{AdmissionRequest, Admit, Operation};
 use super::disruption;
 use super::registry::{RESOURCES, ResourceDef, index_of};
 use super::status::ApiError;
 use super::store::{DeleteOptions, EventKind, Inner, Store, key, obj_key};
 use super::strategy::{has_finalizers, metadata_mut, namespace_of, now_rfc3339, str_at};
+use super::writes::Write;
 
 impl Store {
     /// Recomputes the status of every PodDisruptionBudget in `ns`, writing those that changed.
@@ -44,10 +46,10 @@ impl Store {
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
-        self.delete_locked(&mut inner, res, ns, name, opts, dry_run)
+        self.delete_locked(&mut inner, res, ns, name, opts, write)
     }
 
     fn delete_locked(
@@ -57,7 +59,7 @@ impl Store {
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         let obj = inner.objects[res]
@@ -82,7 +84,15 @@ impl Store {
         {
             return Err(ApiError::conflict(def, name));
         }
-        if dry_run {
+        write.admit(&AdmissionRequest {
+            operation: Operation::Delete,
+            def,
+            subresource: "",
+            namespace: namespace_of(&obj),
+            old: Some(&obj),
+            new: None,
+        })?;
+        if write.dry_run {
             return Ok(obj);
         }
         let obj_ns = namespace_of(&obj).to_string();
@@ -198,6 +208,7 @@ impl Store {
         ns: &str,
         name: &str,
         eviction: &Value,
+        admit: &Admit,
     ) -> Result<Value, ApiError> {
         let pods_res = index_of("pods");
         let pods_def = &RESOURCES[pods_res];
@@ -213,6 +224,14 @@ impl Store {
             .get(&key(pods_def, Some(ns), name))
             .cloned()
             .ok_or_else(|| ApiError::not_found(pods_def, name))?;
+        admit(&AdmissionRequest {
+            operation: Operation::Create,
+            def: pods_def,
+            subresource: "eviction",
+            namespace: ns,
+            old: Some(&pod),
+            new: Some(eviction),
+        })?;
         let pods: Vec<Value> = inner.objects[pods_res]
             .iter()
             .filter(|((k_ns, _), _)| k_ns == ns)
@@ -271,7 +290,12 @@ impl Store {
             .pointer("/deleteOptions/dryRun")
             .and_then(Value::as_array)
             .is_some_and(|d| !d.is_empty());
-        self.delete_locked(&mut inner, pods_res, Some(ns), name, &opts, dry_run)?;
+        // The eviction deletes the pod itself: no second admission.
+        let delete = Write {
+            dry_run,
+            ..Write::main()
+        };
+        self.delete_locked(&mut inner, pods_res, Some(ns), name, &opts, &delete)?;
         Ok(super::status::success(201))
     }
 }

@@ -10,7 +10,10 @@ use hyper::{Method, Response, header};
 use serde_json::{Value, json};
 
 use super::ServerState;
+use super::admission::{self, AdmissionRequest};
+use super::authz::AuthorizationMode;
 use super::handler::{Body, json_response};
+use super::identity::Identity;
 use super::patch::PatchType;
 use super::registry::RESOURCES;
 use super::routes::ResourcePath;
@@ -20,6 +23,8 @@ use super::store::DeleteOptions;
 use super::strategy::{Target, name_of, namespace_of};
 use super::table;
 use super::watch::{self, WatchRequest};
+use super::writes::Write;
+use super::{protobuf, reviews};
 
 /// Query parameters, form-decoded.
 pub(super) struct Query(Vec<(String, String)>);
@@ -42,6 +47,10 @@ impl Query {
         )
     }
 
+    pub(super) fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
     fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()
@@ -60,6 +69,8 @@ impl Query {
 
 pub(super) struct Call<'a> {
     pub(super) state: &'a Arc<ServerState>,
+    /// Who the request is served as (after impersonation).
+    pub(super) who: &'a Identity,
     pub(super) rp: ResourcePath,
     pub(super) query: Query,
     pub(super) body: Bytes,
@@ -84,7 +95,36 @@ impl Call<'_> {
         };
         let store = &self.state.store;
         let ns = self.rp.namespace.as_deref();
-        let dry = self.query.dry_run();
+        if def.review {
+            return match (method, &self.rp.name) {
+                (&Method::POST, None) => {
+                    let body = if self.content_type.starts_with(protobuf::CONTENT_TYPE) {
+                        protobuf::decode_review(def.kind, &self.body)?
+                    } else {
+                        self.json_body()?
+                    };
+                    let review =
+                        reviews::answer(def, self.state.authorization, store, self.who, body)?;
+                    Ok(json_response(201, &review))
+                }
+                _ => Err(ApiError::method_not_allowed(format!(
+                    "{method} is not supported on {}",
+                    def.plural
+                ))),
+            };
+        }
+        let node_restriction = |request: &AdmissionRequest| {
+            if self.state.authorization == AuthorizationMode::NodeRbac {
+                admission::node_restriction(self.who, request)
+            } else {
+                Ok(())
+            }
+        };
+        let write = Write {
+            target,
+            dry_run: self.query.dry_run(),
+            admit: &node_restriction,
+        };
         match (method.clone(), self.rp.name.clone()) {
             (Method::GET, None) if self.query.flag("watch") => self.watch(),
             (Method::GET, None) => self.list(),
@@ -105,17 +145,18 @@ impl Call<'_> {
                 Ok(json_response(200, &obj))
             }
             (Method::POST, None) => {
-                let obj = store.create(self.rp.res, ns, self.json_body()?, dry)?;
+                let obj = store.create(self.rp.res, ns, self.json_body()?, &write)?;
                 Ok(json_response(201, &obj))
             }
             (Method::POST, Some(name)) if self.rp.subresource.as_deref() == Some("eviction") => {
                 let eviction = self.json_body()?;
-                let status = store.evict(ns.unwrap_or_default(), &name, &eviction)?;
+                let status =
+                    store.evict(ns.unwrap_or_default(), &name, &eviction, &node_restriction)?;
                 Ok(json_response(201, &status))
             }
             (Method::PUT, Some(name)) => {
                 let existed = store.get(self.rp.res, ns, &name).is_ok();
-                let obj = store.replace(self.rp.res, ns, &name, self.json_body()?, target, dry)?;
+                let obj = store.replace(self.rp.res, ns, &name, self.json_body()?, &write)?;
                 // A PUT that created the object (leases, events, RBAC) answers 201.
                 Ok(json_response(if existed { 200 } else { 201 }, &obj))
             }
@@ -127,23 +168,20 @@ impl Call<'_> {
                         "application/apply-patch+yaml (server-side apply is not implemented by this test server)",
                     ));
                 }
-                let obj = store.patch(
-                    self.rp.res,
-                    ns,
-                    &name,
-                    patch_type,
-                    &self.json_body()?,
-                    target,
-                    dry,
-                )?;
+                let body = self.json_body()?;
+                let obj = store.patch(self.rp.res, ns, &name, patch_type, &body, &write)?;
                 Ok(json_response(200, &obj))
             }
             (Method::DELETE, Some(name)) => {
                 let (opts, body_dry) = self.delete_options()?;
-                let obj = store.delete(self.rp.res, ns, &name, &opts, dry || body_dry)?;
+                let write = Write {
+                    dry_run: write.dry_run || body_dry,
+                    ..write
+                };
+                let obj = store.delete(self.rp.res, ns, &name, &opts, &write)?;
                 Ok(json_response(200, &obj))
             }
-            (Method::DELETE, None) => self.delete_collection(),
+            (Method::DELETE, None) => self.delete_collection(&write),
             _ => Err(ApiError::method_not_allowed(format!(
                 "{method} is not supported on this path"
             ))),
@@ -260,7 +298,7 @@ impl Call<'_> {
         ))
     }
 
-    fn delete_collection(&self) -> Result<Response<Body>, ApiError> {
+    fn delete_collection(&self, write: &Write) -> Result<Response<Body>, ApiError> {
         let def = &RESOURCES[self.rp.res];
         let (labels, fields) = self.selectors()?;
         let (items, _) =
@@ -273,13 +311,16 @@ impl Call<'_> {
             let ns = namespace_of(&item).to_string();
             let name = name_of(&item).to_string();
             let ns = def.namespaced.then_some(ns.as_str());
-            match self.state.store.delete(
-                self.rp.res,
-                ns,
-                &name,
-                &opts,
-                self.query.dry_run() || body_dry,
-            ) {
+            let write = Write {
+                dry_run: write.dry_run || body_dry,
+                target: write.target,
+                admit: write.admit,
+            };
+            match self
+                .state
+                .store
+                .delete(self.rp.res, ns, &name, &opts, &write)
+            {
                 Ok(obj) => deleted.push(obj),
                 Err(err) if err.code == 404 => {}
                 Err(err) => return Err(err),

@@ -65,14 +65,19 @@ impl ApiError {
 
     /// 422 with one field cause, like the API server's validation errors.
     pub fn invalid(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
-        let message = format!(
-            "{} \"{name}\" is invalid: {field}: {detail}",
-            def.qualified_kind()
-        );
+        Self::invalid_kind(&def.qualified_kind(), name, field, detail)
+    }
+
+    /// 422 for a qualified kind (`Kind` or `Kind.group`) that may not be a served resource.
+    pub fn invalid_kind(qualified_kind: &str, name: &str, field: &str, detail: &str) -> Self {
+        let message = format!("{qualified_kind} \"{name}\" is invalid: {field}: {detail}");
+        let (kind, group) = qualified_kind
+            .split_once('.')
+            .unwrap_or((qualified_kind, ""));
         Self::new(422, "Invalid", message).with_details(json!({
             "name": name,
-            "group": def.group,
-            "kind": def.kind,
+            "group": group,
+            "kind": kind,
             "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
         }))
     }
@@ -101,6 +106,28 @@ impl ApiError {
             "InternalError",
             format!("Internal error occurred: {}", message.into()),
         )
+    }
+
+    /// 403 as apierrors.NewForbidden: `<resource>[.<group>] ["<name>"] is forbidden: <why>`,
+    /// or `forbidden: <why>` for a non-resource request.
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = match (resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{qualified} is forbidden: {why}"),
+            (false, false) => format!("{qualified} {name:?} is forbidden: {why}"),
+        };
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+            if !value.is_empty() {
+                details.insert(key.into(), json!(value));
+            }
+        }
+        Self::new(403, "Forbidden", message).with_details(Value::Object(details))
     }
 
     pub fn unauthorized() -> Self {

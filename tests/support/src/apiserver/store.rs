@@ -113,7 +113,7 @@ impl Store {
                     index_of("namespaces"),
                     None,
                     json!({"metadata": {"name": ns}}),
-                    false,
+                    &super::writes::Write::main(),
                 )
                 .expect("built-in namespace");
         }

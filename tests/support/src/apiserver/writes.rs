@@ -5,11 +5,59 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::admission::{AdmissionRequest, Admit, Operation, admit_all};
 use super::patch::{self, PatchType};
 use super::registry::{RESOURCES, ResourceDef, index_of};
 use super::status::ApiError;
 use super::store::{EventKind, Inner, Store, key, obj_key};
 use super::strategy::{self, Target, has_finalizers, metadata_mut, name_of, namespace_of, str_at};
+
+/// How a write is made: which part of the object, for real or as a dry run, and the
+/// admission check it must pass.
+pub struct Write<'a> {
+    pub target: Target,
+    pub dry_run: bool,
+    pub admit: &'a Admit<'a>,
+}
+
+impl Write<'static> {
+    /// A write of the main resource that admission lets through (set-up, the library).
+    pub fn main() -> Self {
+        Self::to(Target::Main)
+    }
+
+    pub fn to(target: Target) -> Self {
+        Self {
+            target,
+            dry_run: false,
+            admit: &admit_all,
+        }
+    }
+}
+
+impl Write<'_> {
+    fn subresource(&self) -> &'static str {
+        match self.target {
+            Target::Main => "",
+            Target::Status => "status",
+        }
+    }
+
+    pub(super) fn admit(&self, request: &AdmissionRequest) -> Result<(), ApiError> {
+        (self.admit)(request)
+    }
+
+    fn admit_create(&self, def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+        self.admit(&AdmissionRequest {
+            operation: Operation::Create,
+            def,
+            subresource: "",
+            namespace: namespace_of(obj),
+            old: None,
+            new: Some(obj),
+        })
+    }
+}
 
 impl Store {
     /// Inserts an object as given (status included), bypassing create rules: for seeding tests.
@@ -42,13 +90,14 @@ impl Store {
         res: usize,
         ns: Option<&str>,
         obj: Value,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         let prepared = strategy::prepare_create(def, ns, obj)?;
         let mut inner = self.lock();
         self.check_namespace(&inner, def, &prepared)?;
-        if dry_run {
+        write.admit_create(def, &prepared)?;
+        if write.dry_run {
             if inner.objects[res].contains_key(&obj_key(&prepared)) {
                 return Err(ApiError::already_exists(def, name_of(&prepared)));
             }
@@ -98,16 +147,15 @@ impl Store {
         ns: Option<&str>,
         name: &str,
         obj: Value,
-        target: Target,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         let mut inner = self.lock();
         let Some(old) = inner.objects[res].get(&key(def, ns, name)).cloned() else {
-            if !def.create_on_update || target != Target::Main {
+            if !def.create_on_update || write.target != Target::Main {
                 return Err(ApiError::not_found(def, name));
             }
-            return self.create_on_update(&mut inner, res, ns, name, obj, dry_run);
+            return self.create_on_update(&mut inner, res, ns, name, obj, write);
         };
         let requested_rv = str_at(&obj, "/metadata/resourceVersion")
             .unwrap_or_default()
@@ -120,7 +168,7 @@ impl Store {
                 "Invalid value: 0x0: must be specified for an update",
             ));
         }
-        self.update_locked(&mut inner, res, old, obj, &requested_rv, target, dry_run)
+        self.update_locked(&mut inner, res, old, obj, &requested_rv, write)
     }
 
     /// PUT of a missing object of a type that allows it: a create (a resourceVersion in the
@@ -132,7 +180,7 @@ impl Store {
         ns: Option<&str>,
         name: &str,
         obj: Value,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         if name_of(&obj) != name {
@@ -148,7 +196,8 @@ impl Store {
         }
         let prepared = strategy::prepare_create(def, ns, obj)?;
         self.check_namespace(inner, def, &prepared)?;
-        if dry_run {
+        write.admit_create(def, &prepared)?;
+        if write.dry_run {
             return Ok(prepared);
         }
         self.insert_new(inner, res, prepared)
@@ -156,7 +205,6 @@ impl Store {
 
     /// PATCH: applies the patch to the current object, then updates (a resourceVersion the
     /// patch sets is a precondition).
-    #[allow(clippy::too_many_arguments)]
     pub fn patch(
         self: &Arc<Self>,
         res: usize,
@@ -164,8 +212,7 @@ impl Store {
         name: &str,
         patch_type: PatchType,
         patch_body: &Value,
-        target: Target,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         if patch_type == PatchType::Strategic && def.custom {
@@ -189,18 +236,9 @@ impl Store {
         let requested_rv = str_at(&patched, "/metadata/resourceVersion")
             .unwrap_or_default()
             .to_string();
-        self.update_locked(
-            &mut inner,
-            res,
-            old,
-            patched,
-            &requested_rv,
-            target,
-            dry_run,
-        )
+        self.update_locked(&mut inner, res, old, patched, &requested_rv, write)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn update_locked(
         self: &Arc<Self>,
         inner: &mut Inner,
@@ -208,8 +246,7 @@ impl Store {
         old: Value,
         new: Value,
         requested_rv: &str,
-        target: Target,
-        dry_run: bool,
+        write: &Write,
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         let name = name_of(&old).to_string();
@@ -217,9 +254,17 @@ impl Store {
         if !requested_rv.is_empty() && requested_rv != current_rv {
             return Err(ApiError::conflict(def, &name));
         }
-        let mut updated = strategy::prepare_update(def, &old, new, target)?;
+        let mut updated = strategy::prepare_update(def, &old, new, write.target)?;
         metadata_mut(&mut updated).insert("resourceVersion".into(), json!(current_rv));
-        if dry_run || updated == old {
+        write.admit(&AdmissionRequest {
+            operation: Operation::Update,
+            def,
+            subresource: write.subresource(),
+            namespace: namespace_of(&old),
+            old: Some(&old),
+            new: Some(&updated),
+        })?;
+        if write.dry_run || updated == old {
             return Ok(updated);
         }
         let uid = str_at(&old, "/metadata/uid")

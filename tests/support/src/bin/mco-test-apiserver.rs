@@ -1,13 +1,16 @@
-//! `mco-test-apiserver --listen ADDR --kubeconfig-out FILE [--http]`: the Kubernetes API test
-//! server as a process, until SIGINT or SIGTERM.
+//! `mco-test-apiserver --listen ADDR --kubeconfig-out FILE [--http] [--rbac] [--seed FILE]...`:
+//! the Kubernetes API test server as a process, until SIGINT or SIGTERM. It prints its URL on
+//! stdout once every requested file is written.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use mco_test_support::apiserver::{ServerOptions, TestApiServer};
+use mco_test_support::apiserver::{
+    AuthorizationMode, Credential, Identity, ServerOptions, TestApiServer,
+};
 
 #[derive(Parser, Debug)]
 #[command(version, about = "In-memory Kubernetes API server for tests")]
@@ -15,12 +18,23 @@ struct Args {
     /// Address to listen on, e.g. 127.0.0.1:6443 (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Where to write an admin kubeconfig.
+    /// Where to write an admin kubeconfig (user `admin` in `system:masters`).
     #[arg(long)]
     kubeconfig_out: PathBuf,
     /// Serve plain HTTP instead of HTTPS.
     #[arg(long)]
     http: bool,
+    /// Authorize with the Node authorizer and RBAC, and run NodeRestriction admission
+    /// (default: every authenticated request is allowed).
+    #[arg(long)]
+    rbac: bool,
+    /// Serve requests without credentials as `system:anonymous` (`true`/`false`; default:
+    /// only over plain HTTP).
+    #[arg(long)]
+    anonymous_auth: Option<bool>,
+    /// Append every authorization decision to FILE as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// Extra certificate names (DNS names or IP addresses).
     #[arg(long = "san")]
     sans: Vec<String>,
@@ -33,9 +47,97 @@ struct Args {
     /// Manifests (YAML or JSON, multi-document, Lists) to load at start; repeatable.
     #[arg(long = "seed")]
     seeds: Vec<PathBuf>,
-    /// Also write a kubeconfig for another user: `USER=FILE`; repeatable.
-    #[arg(long = "user-kubeconfig")]
+    /// A kubeconfig with a token for USER: `USER=FILE`; repeatable. Groups: those given with
+    /// --user-groups, else those the name implies (system:node:NAME, system:serviceaccount:NS:NAME).
+    #[arg(long = "user-kubeconfig", value_name = "USER=FILE")]
     user_kubeconfigs: Vec<String>,
+    /// The groups of USER's credentials: `USER=GROUP[,GROUP...]`; repeatable.
+    #[arg(long = "user-groups", value_name = "USER=GROUPS")]
+    user_groups: Vec<String>,
+    /// A kubeconfig with a client certificate for USER (CN=USER, O=its group), as kubelets
+    /// have: `USER=FILE`; repeatable.
+    #[arg(long = "cert-kubeconfig", value_name = "USER=FILE")]
+    cert_kubeconfigs: Vec<String>,
+    /// A kubelet's kubeconfig for node NAME (client certificate for `system:node:NAME` in
+    /// `system:nodes`): `NAME=FILE`; repeatable.
+    #[arg(long = "node-kubeconfig", value_name = "NAME=FILE")]
+    node_kubeconfigs: Vec<String>,
+    /// A kubeconfig with the token of a service account: `NAMESPACE/NAME=FILE`; repeatable.
+    #[arg(long = "serviceaccount-kubeconfig", value_name = "NAMESPACE/NAME=FILE")]
+    serviceaccount_kubeconfigs: Vec<String>,
+    /// Where to write the server's CA certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    ca_out: Option<PathBuf>,
+    /// Where to write the CA that signs client certificates (PEM).
+    #[arg(long, value_name = "FILE")]
+    client_ca_out: Option<PathBuf>,
+}
+
+fn split_entry<'a>(flag: &str, entry: &'a str) -> Result<(&'a str, &'a Path)> {
+    let (key, file) = entry
+        .rsplit_once('=')
+        .filter(|(key, file)| !key.is_empty() && !file.is_empty())
+        .with_context(|| format!("--{flag} {entry:?}: expected KEY=FILE"))?;
+    Ok((key, Path::new(file)))
+}
+
+impl Args {
+    /// The identity of USER: explicit groups from --user-groups, else the implied ones.
+    fn identity(&self, user: &str) -> Result<Identity> {
+        for entry in &self.user_groups {
+            let (name, groups) = entry
+                .split_once('=')
+                .with_context(|| format!("--user-groups {entry:?}: expected USER=GROUPS"))?;
+            if name == user {
+                let groups: Vec<&str> = groups.split(',').filter(|g| !g.is_empty()).collect();
+                return Ok(Identity::new(user, &groups));
+            }
+        }
+        Ok(Identity::for_user(user))
+    }
+
+    fn write_credentials(&self, server: &TestApiServer) -> Result<()> {
+        server.write_kubeconfig(&self.kubeconfig_out, "admin")?;
+        for entry in &self.user_kubeconfigs {
+            let (user, file) = split_entry("user-kubeconfig", entry)?;
+            server.write_identity_kubeconfig(file, &self.identity(user)?, Credential::Token)?;
+        }
+        for entry in &self.cert_kubeconfigs {
+            let (user, file) = split_entry("cert-kubeconfig", entry)?;
+            server
+                .write_identity_kubeconfig(
+                    file,
+                    &self.identity(user)?,
+                    Credential::ClientCertificate,
+                )
+                .with_context(|| format!("--cert-kubeconfig {entry:?}"))?;
+        }
+        for entry in &self.node_kubeconfigs {
+            let (node, file) = split_entry("node-kubeconfig", entry)?;
+            server.write_node_kubeconfig(file, node)?;
+        }
+        for entry in &self.serviceaccount_kubeconfigs {
+            let (account, file) = split_entry("serviceaccount-kubeconfig", entry)?;
+            let (ns, name) = account.split_once('/').with_context(|| {
+                format!("--serviceaccount-kubeconfig {entry:?}: expected NAMESPACE/NAME=FILE")
+            })?;
+            server.write_service_account_kubeconfig(file, ns, name)?;
+        }
+        for (file, pem, what) in [
+            (&self.ca_out, server.ca_pem(), "--ca-out"),
+            (
+                &self.client_ca_out,
+                server.client_ca_pem(),
+                "--client-ca-out",
+            ),
+        ] {
+            if let Some(file) = file {
+                let pem = pem.with_context(|| format!("{what}: there is no CA over plain HTTP"))?;
+                std::fs::write(file, pem).with_context(|| format!("writing {file:?}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn main() -> Result<()> {
@@ -46,6 +148,13 @@ fn main() -> Result<()> {
         extra_names: args.sans.clone(),
         server_url: args.server_url.clone(),
         pod_termination_delay: args.pod_termination_delay,
+        authorization: if args.rbac {
+            AuthorizationMode::NodeRbac
+        } else {
+            AuthorizationMode::AlwaysAllow
+        },
+        anonymous: args.anonymous_auth,
+        audit_log: args.audit_log.clone(),
         ..ServerOptions::default()
     })?;
     for seed in &args.seeds {
@@ -55,13 +164,7 @@ fn main() -> Result<()> {
             .with_context(|| format!("loading {seed:?}"))?;
         eprintln!("loaded {count} objects from {}", seed.display());
     }
-    server.write_kubeconfig(&args.kubeconfig_out, "admin")?;
-    for entry in &args.user_kubeconfigs {
-        let (user, file) = entry
-            .split_once('=')
-            .with_context(|| format!("--user-kubeconfig {entry:?}: expected USER=FILE"))?;
-        server.write_kubeconfig(&PathBuf::from(file), user)?;
-    }
+    args.write_credentials(&server)?;
     println!("{}", server.url());
     eprintln!(
         "mco-test-apiserver: serving {} (kubeconfig {})",
