@@ -1,8 +1,9 @@
 //! A minimal OpenAPI v3 surface: the `/openapi/v3` root and one document per group-version
 //! listing each resource's item path with its PATCH operation (group-version-kind extension)
-//! and the `fieldValidation` parameter. kubectl reads exactly this to learn that the server
-//! validates fields itself, and then skips client-side schema validation (which would need
-//! the full schemas). No schemas are served; `fieldValidation` is accepted and not enforced.
+//! and the `fieldValidation` parameter; reviews get their collection path and POST. kubectl
+//! reads exactly this to learn that the server validates fields itself, and then skips
+//! client-side schema validation (which would need the full schemas). No schemas are served;
+//! `fieldValidation` is accepted and not enforced.
 
 use serde_json::{Map, Value, json};
 
@@ -43,6 +44,20 @@ pub fn group_version(gv: &str) -> Option<Value> {
             format!("{}/{}/{{name}}", def.prefix(), def.plural)
         };
         let gvk = json!({"group": def.group, "version": def.version, "kind": def.kind});
+        if def.review {
+            // Reviews are only created, on their collection path.
+            let operation = json!({
+                "operationId": format!("create{}", def.kind),
+                "x-kubernetes-action": "post",
+                "x-kubernetes-group-version-kind": gvk,
+                "responses": {"201": {"description": "Created"}},
+            });
+            paths.insert(
+                format!("{}/{}", def.prefix(), def.plural),
+                json!({"post": operation}),
+            );
+            continue;
+        }
         // The operations list their query parameters (kubectl looks there).
         let operation = |action: &str| {
             json!({
@@ -102,5 +117,9 @@ mod tests {
             "MachineConfig"
         );
         assert!(group_version("apis/nope/v1").is_none());
+        let reviews = group_version("apis/authorization.k8s.io/v1").unwrap();
+        let ssar = &reviews["paths"]["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"];
+        assert_eq!(ssar["post"]["x-kubernetes-action"], "post");
+        assert!(ssar.get("get").is_none());
     }
 }
