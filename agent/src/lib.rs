@@ -25,6 +25,7 @@ pub mod cli;
 pub mod cluster;
 pub mod daemon;
 pub mod engine;
+pub mod failpoints;
 pub mod host;
 pub mod input;
 pub mod logging;

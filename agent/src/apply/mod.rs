@@ -174,7 +174,7 @@ async fn write(
     for link in &p.links {
         files::create_link(root, link, out)?;
     }
-    crate::engine::failpoint("engine::apply-midway")?;
+    crate::failpoints::failpoint("engine::apply-midway")?;
     let mut plan = EnablementPlan::default();
     units::write_units(root, &p.units, &mut plan, out)?;
     for path in &p.stale_files {

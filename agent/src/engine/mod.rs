@@ -36,7 +36,7 @@
 //! ([`stale_temps`]).
 //!
 //! Failpoints (feature `failpoints`, `FAILPOINTS='engine::writing=return(kill)'`): see
-//! [`failpoint`]; every step has one.
+//! [`crate::failpoints`]; every step has one.
 //!
 //! # Differences from the MCD, on purpose
 //! - The force file skips validation and re-applies everything, but reboots only when the
@@ -64,7 +64,6 @@
 //! root) staging is not locked, so the reboot somebody else makes finalizes it.
 
 pub mod backups;
-mod failpoints;
 pub mod fake;
 pub mod live;
 pub mod observe;
@@ -95,7 +94,6 @@ use crate::os::OsUpdater;
 use crate::rootfs::Root;
 use crate::units::UnitEnablement;
 
-pub use failpoints::{POINTS as FAILPOINTS, failpoint, failpoint_at};
 pub use observe::{Observation, Observer};
 pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,

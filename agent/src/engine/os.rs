@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, kargs};
 
-use super::failpoint;
+use crate::failpoints::failpoint;
 use crate::os::{
     CleanupTarget, Deployment, KargsChange, OsImage, OsMismatch, OsUpdater, PackageChange,
     check_kernel_args, check_os_image,

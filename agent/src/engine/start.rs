@@ -8,10 +8,9 @@ use machine_config::plan::Plan;
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
-use super::{
-    Engine, NodeState, Observation, Outcome, UpdateReport, backups, failpoint, os, with_os_of,
-};
+use super::{Engine, NodeState, Observation, Outcome, UpdateReport, backups, os, with_os_of};
 use crate::apply::{self, ApplyOptions};
+use crate::failpoints::failpoint;
 use crate::input;
 use crate::once::first_application_baseline;
 

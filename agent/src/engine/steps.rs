@@ -10,8 +10,9 @@ use machine_config::plan::{Plan, PolicyOptions};
 
 use super::record::{self, Step, UpdateRecord};
 use super::report::LastUpdate;
-use super::{Engine, Outcome, UpdateReport, backups, failpoint, os, post_actions};
+use super::{Engine, Outcome, UpdateReport, backups, os, post_actions};
 use crate::apply::{ApplyOptions, apply};
+use crate::failpoints::failpoint;
 use crate::input;
 use crate::units::{OfflineUnits, UnitEnablement};
 

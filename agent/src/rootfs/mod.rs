@@ -336,7 +336,7 @@ impl Root {
                     .insert(temp::name_temp_file(&parent, &file, path, name)?)
                     .clone(),
             };
-            crate::engine::failpoint_at("engine::temp-written", path)
+            crate::failpoints::failpoint_at("engine::temp-written", path)
                 .map_err(|e| io(std::io::Error::other(format!("{e:#}"))))?;
             rustix::fs::renameat(&parent, &named, &parent, name).map_err(|e| io(e.into()))?;
             if durable {

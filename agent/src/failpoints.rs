@@ -9,7 +9,9 @@
 //!   `return(error@/etc/foo)`) acts only there, e.g. while the temp file of `/etc/foo` is
 //!   written (`engine::temp-written`).
 //!
-//! Names are `engine::<point>`; the list is [`POINTS`].
+//! Names are `engine::<point>` (the engine names the steps; the root-confined file system and
+//! the apply meet some of them too); the list is [`POINTS`]. This module sits at the bottom of
+//! the agent so that every layer may call it.
 
 /// Every failpoint of the engine, in the order an update meets them.
 pub const POINTS: &[&str] = &[
