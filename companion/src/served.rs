@@ -21,40 +21,13 @@ use std::sync::Mutex;
 use hyper::body::Bytes;
 use machine_config::MachineConfig;
 use machine_config::SpecVersion;
+use machine_config::dataurl;
 use machine_config::downtranslate;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, FIRST_PIVOT_CONFIG, STATE};
+use machine_config::mco::paths::{ENCAPSULATED, NODE_ANNOTATIONS, SERVED_CONTENT};
 use serde::Serialize;
 use serde_json::{Value, json};
-
-/// Path of the node-annotations seed file.
-pub const NODE_ANNOTATIONS_PATH: &str = "/etc/machine-config-daemon/node-annotations.json";
-/// Path of the served MachineConfig copy.
-pub const CONTENT_PATH: &str = "/etc/mcs-machine-config-content.json";
-/// Path of the encapsulated MachineConfig, consumed at first boot.
-pub const ENCAPSULATED_PATH: &str = "/etc/ignition-machine-config-encapsulated.json";
-
-const ANNOTATION_PREFIX: &str = "machineconfiguration.openshift.io/";
-
-/// Bytes left as they are in a `data:,` URL (RFC 2396 unreserved).
-const DATA_URL_KEEP: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'!')
-    .remove(b'~')
-    .remove(b'*')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')');
-
-/// `data:,<percent-encoded bytes>`.
-pub fn data_url(contents: &[u8]) -> String {
-    let mut url = String::from("data:,");
-    for chunk in percent_encoding::percent_encode(contents, DATA_URL_KEEP) {
-        url.push_str(chunk);
-    }
-    url
-}
 
 /// Why a rendered config cannot be served in a spec.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -94,24 +67,20 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
         })?;
 
     let annotations = json!({
-        format!("{ANNOTATION_PREFIX}currentConfig"): name,
-        format!("{ANNOTATION_PREFIX}desiredConfig"): name,
-        format!("{ANNOTATION_PREFIX}firstPivotConfig"): name,
-        format!("{ANNOTATION_PREFIX}state"): "Done",
+        CURRENT_CONFIG: name,
+        DESIRED_CONFIG: name,
+        FIRST_PIVOT_CONFIG: name,
+        STATE: NodeState::Done.as_str(),
     });
     append_file(
         &mut config,
-        NODE_ANNOTATIONS_PATH,
+        NODE_ANNOTATIONS,
         annotations.to_string().as_bytes(),
     );
-    append_file(&mut config, CONTENT_PATH, &indented(&mc));
+    append_file(&mut config, SERVED_CONTENT, &indented(&mc));
     let mut encapsulated = mc.clone();
     encapsulated.spec.config = Some(downtranslate::empty_config(spec));
-    append_file(
-        &mut config,
-        ENCAPSULATED_PATH,
-        encapsulated.to_json().as_bytes(),
-    );
+    append_file(&mut config, ENCAPSULATED, encapsulated.to_json().as_bytes());
 
     let served =
         downtranslate::translate(&config, spec).map_err(|source| ServeBuildError::Translate {
@@ -134,7 +103,7 @@ fn append_file(config: &mut Value, path: &str, contents: &[u8]) {
     let entry = json!({
         "path": path,
         "overwrite": true,
-        "contents": {"source": data_url(contents)},
+        "contents": {"source": dataurl::encode_percent(contents)},
         "mode": 420,
     });
     let Some(root) = config.as_object_mut() else {

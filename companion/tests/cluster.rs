@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use machine_config::SpecVersion;
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use machine_config::render::RenderOptions;
-use mco_companion::cluster::nodes::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use mco_companion::cluster::{self, controller, source::ClusterSource};
 use mco_companion::server::{ConfigSource, PoolRequest};
 use mco_test_support::apiserver::{Target, TestApiServer};

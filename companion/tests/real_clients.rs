@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use base64::Engine;
 use common::{Pki, Server, fixture_manifests, issue};
 use machine_config::MachineConfig;
-use mco_companion::served::{CONTENT_PATH, ENCAPSULATED_PATH, NODE_ANNOTATIONS_PATH};
+use machine_config::mco::paths::{ENCAPSULATED, NODE_ANNOTATIONS, SERVED_CONTENT};
 use mco_companion::server::Limits;
 use serde_json::{Value, json};
 
@@ -175,7 +175,7 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
 
     // the appended files, as the node's first boot will read them
     let annotations: Value = serde_json::from_slice(
-        &fs::read(root.join(NODE_ANNOTATIONS_PATH.trim_start_matches('/'))).unwrap(),
+        &fs::read(root.join(NODE_ANNOTATIONS.trim_start_matches('/'))).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -187,12 +187,12 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
         "Done"
     );
     let content = MachineConfig::from_slice(
-        &fs::read(root.join(CONTENT_PATH.trim_start_matches('/'))).unwrap(),
+        &fs::read(root.join(SERVED_CONTENT.trim_start_matches('/'))).unwrap(),
     )
     .unwrap();
     assert_eq!(content, rendered);
     let encapsulated = MachineConfig::from_slice(
-        &fs::read(root.join(ENCAPSULATED_PATH.trim_start_matches('/'))).unwrap(),
+        &fs::read(root.join(ENCAPSULATED.trim_start_matches('/'))).unwrap(),
     )
     .unwrap();
     // Ignition 2.14 asks for spec 3.3.0
@@ -201,7 +201,7 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
         Some(json!({"ignition": {"version": "3.3.0"}}))
     );
     assert_eq!(encapsulated.spec.kernel_arguments, ["nosmt"]);
-    for appended in [NODE_ANNOTATIONS_PATH, CONTENT_PATH, ENCAPSULATED_PATH] {
+    for appended in [NODE_ANNOTATIONS, SERVED_CONTENT, ENCAPSULATED] {
         assert_eq!(
             mode_of(&root.join(appended.trim_start_matches('/'))),
             0o644,

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Pki, Server, decoded_files, fixture_manifests};
+use machine_config::mco::paths::{ENCAPSULATED, NODE_ANNOTATIONS, SERVED_CONTENT};
 use machine_config::{MachineConfig, SpecVersion};
-use mco_companion::served::{CONTENT_PATH, ENCAPSULATED_PATH, NODE_ANNOTATIONS_PATH};
 use mco_companion::server::Limits;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -66,7 +66,7 @@ async fn every_spec_with_appended_files() {
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             &paths[paths.len() - 3..],
-            [NODE_ANNOTATIONS_PATH, CONTENT_PATH, ENCAPSULATED_PATH],
+            [NODE_ANNOTATIONS, SERVED_CONTENT, ENCAPSULATED],
             "{spec}: appended last, encapsulated at the very end"
         );
         let contents = |p: &str| files.iter().find(|(path, _)| path == p).unwrap().1.clone();
@@ -76,19 +76,19 @@ async fn every_spec_with_appended_files() {
         );
         assert_eq!(contents("/etc/mco-companion/zipped.txt"), b"hello");
         assert_eq!(contents("/etc/mco-companion/secret.conf"), b"key=value\n");
-        let annotations: Value = serde_json::from_slice(&contents(NODE_ANNOTATIONS_PATH)).unwrap();
+        let annotations: Value = serde_json::from_slice(&contents(NODE_ANNOTATIONS)).unwrap();
         assert_eq!(
             annotations["machineconfiguration.openshift.io/desiredConfig"],
             rendered.name()
         );
-        let encapsulated = MachineConfig::from_slice(&contents(ENCAPSULATED_PATH)).unwrap();
+        let encapsulated = MachineConfig::from_slice(&contents(ENCAPSULATED)).unwrap();
         assert_eq!(
             encapsulated.spec.config,
             Some(json!({"ignition": {"version": spec.to_string()}}))
         );
         assert_eq!(encapsulated.name(), rendered.name());
         assert_eq!(
-            MachineConfig::from_slice(&contents(CONTENT_PATH))
+            MachineConfig::from_slice(&contents(SERVED_CONTENT))
                 .unwrap()
                 .name(),
             rendered.name()

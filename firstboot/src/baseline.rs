@@ -11,7 +11,7 @@ use mco_agent::rootfs::Root;
 use serde_json::json;
 
 /// The old config's name (the MCD's).
-pub const BASELINE_NAME: &str = mco_agent::once::EMPTY_CONFIG_NAME;
+pub const BASELINE_NAME: &str = machine_config::mco::EMPTY_CONFIG_NAME;
 /// Where the kernel says whether FIPS mode is on (inside the root).
 pub const FIPS_FILE: &str = "/proc/sys/crypto/fips_enabled";
 

@@ -1,6 +1,7 @@
 //! One attempt at completing first boot (see the crate docs for the steps and the retries).
 
 use anyhow::{Context, Result};
+use machine_config::mco::paths::ENCAPSULATED;
 use machine_config::{LegacyAction, Plan, PolicyOptions, legacy_action};
 use mco_agent::engine::{running_deployment, stage_os_changes};
 use mco_agent::host::reboot::Rebooter;
@@ -8,7 +9,7 @@ use mco_agent::os::OsUpdater;
 use mco_agent::rootfs::Root;
 
 use crate::baseline::{self, BASELINE_NAME};
-use crate::encapsulated::{self, ENCAPSULATED};
+use crate::encapsulated;
 
 /// How to run.
 #[derive(Debug, Clone)]

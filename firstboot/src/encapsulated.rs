@@ -5,12 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use machine_config::MachineConfig;
+use machine_config::mco::paths::{ENCAPSULATED, ENCAPSULATED_BAK};
 use mco_agent::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
-
-/// The target MachineConfig with an empty Ignition config (inside the root).
-pub const ENCAPSULATED: &str = "/etc/ignition-machine-config-encapsulated.json";
-/// Where it goes once first boot is staged.
-pub const ENCAPSULATED_BAK: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
 
 /// The encapsulated MachineConfig; `None` when there is none (first boot is complete, or was
 /// never needed). A file that is not a MachineConfig is an error naming the file and what is

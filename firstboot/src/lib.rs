@@ -39,4 +39,3 @@ pub mod complete;
 pub mod encapsulated;
 
 pub use complete::{Completed, Options, complete};
-pub use encapsulated::{ENCAPSULATED, ENCAPSULATED_BAK};

@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use machine_config::mco::paths::ENCAPSULATED;
 use mco_agent::host::reboot::{LogindRebooter, Rebooter};
 use mco_agent::os::{ClientConfig, DbusOsUpdater};
 use mco_agent::rootfs::Root;
-use mco_firstboot::{Completed, ENCAPSULATED, Options, complete, encapsulated};
+use mco_firstboot::{Completed, Options, complete, encapsulated};
 
 /// Completes a node's first boot from the encapsulated MachineConfig (OS image, kernel
 /// arguments, kernel type, extensions through rpm-ostree), then reboots, before kubelet starts.

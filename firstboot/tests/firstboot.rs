@@ -4,14 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use machine_config::mco::paths::{ENCAPSULATED, ENCAPSULATED_BAK as BAK};
 use mco_test_support::dbus::PrivateBus;
 use mco_test_support::logind::FakeLogind;
 use mco_test_support::rpmostreed::{Config, Daemon};
 use mco_test_support::sysroot::{DeploymentEntry, TestSysroot};
 
 const IMAGE: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-const ENCAPSULATED: &str = "etc/ignition-machine-config-encapsulated.json";
-const BAK: &str = "etc/ignition-machine-config-encapsulated.json.bak";
 
 /// A node: its root, and rpm-ostree and logind on a private bus.
 struct Node {
@@ -65,8 +64,9 @@ impl Node {
         }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.path().join(rel)
+    /// `path` (absolute, as on the node) inside the node's root.
+    fn path(&self, path: &str) -> PathBuf {
+        self.root.path().join(path.trim_start_matches('/'))
     }
 
     fn write_encapsulated(&self, json: &str) {

@@ -212,7 +212,8 @@ pub fn encode_base64(data: &[u8]) -> String {
     format!("data:;base64,{}", BASE64.encode(data))
 }
 
-/// Encodes bytes as `data:,<percent-encoded>` (RFC 2396's unreserved characters kept).
+/// Encodes bytes as `data:,<percent-encoded>`, keeping RFC 2396's unreserved characters
+/// (`A-Za-z0-9-_.!~*'()`) as the MCS's encoder does.
 pub fn encode_percent(data: &[u8]) -> String {
     let mut s = String::from("data:,");
     for &b in data {
@@ -328,6 +329,17 @@ mod tests {
         let data = b"line one\nline two: 100% \x00\xff";
         assert_eq!(decode(&encode_base64(data)).unwrap().data, data);
         assert_eq!(decode(&encode_percent(data)).unwrap().data, data);
+    }
+
+    #[test]
+    fn percent_encoding_escapes_like_the_mcs() {
+        assert_eq!(encode_percent(b"a-Z_0.!~*'()"), "data:,a-Z_0.!~*'()");
+        assert_eq!(
+            encode_percent(b"{\"k\": 1}\n"),
+            "data:,%7B%22k%22%3A%201%7D%0A"
+        );
+        assert_eq!(encode_percent("é".as_bytes()), "data:,%C3%A9");
+        assert_eq!(decode(&encode_percent(b"x y/z")).unwrap().data, b"x y/z");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Reading YAML or JSON documents into JSON values, and telling a MachineConfig from a bare
-//! Ignition config.
+//! Reading YAML or JSON documents into JSON values (telling a MachineConfig from a bare
+//! Ignition config is the agent's `input::LoadedConfig`).
 //!
 //! YAML is read with the YAML 1.1 rules the MCO depends on: `mode: 0755` is the octal integer
 //! 493 (as Go's YAML 1.1 decoder reads it), `y`/`yes`/`on` are booleans; duplicate keys are an
@@ -8,8 +8,6 @@
 use serde_json::Value;
 
 use crate::error::ParseError;
-use crate::ignition::ParsedConfig;
-use crate::machineconfig::MachineConfig;
 
 /// Decodes YAML or JSON bytes (JSON when the first non-blank character is `{`).
 pub fn parse_value(bytes: &[u8]) -> Result<Value, ParseError> {
@@ -31,30 +29,4 @@ pub fn parse_value(bytes: &[u8]) -> Result<Value, ParseError> {
         format: "YAML",
         message: e.to_string(),
     })
-}
-
-/// What `once-from` (or any file input) may hold.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Document {
-    MachineConfig(Box<MachineConfig>),
-    Ignition(Box<ParsedConfig>),
-}
-
-impl Document {
-    /// A document with `kind`/`apiVersion` is a MachineConfig; one with `ignition` is a bare
-    /// Ignition config (JSON or YAML); anything else is an error.
-    pub fn parse(bytes: &[u8]) -> Result<Document, ParseError> {
-        let value = parse_value(bytes)?;
-        let is_object = |k: &str| value.get(k).is_some();
-        if is_object("kind") || is_object("apiVersion") {
-            MachineConfig::from_value(value).map(|mc| Document::MachineConfig(Box::new(mc)))
-        } else if is_object("ignition") {
-            ParsedConfig::from_value(value).map(|c| Document::Ignition(Box::new(c)))
-        } else {
-            Err(ParseError::Invalid(vec![crate::Issue::new(
-                "$",
-                "neither a MachineConfig (no kind/apiVersion) nor an Ignition config (no ignition section)",
-            )]))
-        }
-    }
 }

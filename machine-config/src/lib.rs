@@ -72,6 +72,7 @@ pub mod ignition;
 pub mod kargs;
 pub mod machineconfig;
 pub mod machineconfiguration;
+pub mod mco;
 pub mod plan;
 pub mod policy;
 pub mod pool;

@@ -9,9 +9,7 @@ use crate::machineconfig::{
     canonical_kernel_type,
 };
 use crate::machineconfiguration::IrreconcilableValidationOverrides;
-
-/// The force file; a config may not create it.
-pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
+use crate::mco::paths::FORCE_FILE;
 
 /// Why two configs cannot be reconciled. `Display` is the MCD's full message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use machine_config::document::{Document, parse_value};
+use machine_config::document::parse_value;
 use machine_config::pool::MachineConfigPool;
 use machine_config::{MachineConfig, MachineConfiguration, SpecVersion};
 
@@ -169,20 +169,6 @@ fn machineconfig_errors_are_located() {
             .to_string();
         assert!(e.starts_with(want), "input {input:?}: got {e:?}");
     }
-}
-
-#[test]
-fn documents_are_told_apart() {
-    match Document::parse(SEED_YAML.as_bytes()).unwrap() {
-        Document::MachineConfig(mc) => assert_eq!(mc.name(), "50-examplecorp-chrony"),
-        other => panic!("{other:?}"),
-    }
-    match Document::parse(br#"{"ignition":{"version":"3.1.0"}}"#).unwrap() {
-        Document::Ignition(c) => assert_eq!(c.source_version, SpecVersion::V3_1),
-        other => panic!("{other:?}"),
-    }
-    let e = Document::parse(b"foo: bar\n").unwrap_err().to_string();
-    assert!(e.starts_with("$: neither a MachineConfig"), "{e}");
 }
 
 const POOL: &str = r#"

@@ -22,12 +22,13 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use machine_config::mco::annotations::DESIRED_CONFIG;
 use machine_config::render::{self, RenderOptions};
 use machine_config::{MachineConfig, MachineConfigPool};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 
-use super::nodes::{self, DESIRED_CONFIG};
+use super::nodes;
 use super::{cached, is_rendered};
 
 /// Time between passes when nothing changes.

@@ -18,13 +18,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use machine_config::MachineConfigPool;
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use machine_config::pool::{PoolCondition, PoolStatus};
 
-/// Node annotation keys.
-pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
-pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
-pub const STATE: &str = "machineconfiguration.openshift.io/state";
-pub const REASON: &str = "machineconfiguration.openshift.io/reason";
 /// The zone label candidates are ordered by.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -35,6 +32,11 @@ fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
         .and_then(|a| a.get(key))
         .map(String::as_str)
         .filter(|v| !v.is_empty())
+}
+
+/// The node's `state` annotation; `None` when absent, empty or not a state.
+fn state(node: &Node) -> Option<NodeState> {
+    annotation(node, STATE)?.parse().ok()
 }
 
 /// `metadata.name`.
@@ -50,7 +52,7 @@ pub fn desired(node: &Node) -> Option<&str> {
 /// Current == desired (both set) and the daemon reports `Done`.
 pub fn is_done(node: &Node) -> bool {
     let current = annotation(node, CURRENT_CONFIG);
-    current.is_some() && current == desired(node) && annotation(node, STATE) == Some("Done")
+    current.is_some() && current == desired(node) && state(node) == Some(NodeState::Done)
 }
 
 /// Why the node cannot take workloads, if it cannot.
@@ -94,7 +96,10 @@ pub fn is_failing(node: &Node) -> bool {
 
 /// The daemon reports Degraded or Unreconcilable.
 pub fn is_degraded(node: &Node) -> bool {
-    matches!(annotation(node, STATE), Some("Degraded" | "Unreconcilable"))
+    matches!(
+        state(node),
+        Some(NodeState::Degraded | NodeState::Unreconcilable)
+    )
 }
 
 /// Counts against maxUnavailable.

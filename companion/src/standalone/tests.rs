@@ -1,6 +1,8 @@
-use super::*;
-use machine_config::SpecVersion;
 use std::fs;
+
+use machine_config::SpecVersion;
+
+use super::*;
 
 const POOL: &str = "apiVersion: machineconfiguration.openshift.io/v1
 kind: MachineConfigPool
@@ -49,7 +51,7 @@ fn served_sources(source: &Standalone, pool: &str, node: Option<&str>) -> Vec<St
         .as_array()
         .unwrap()
         .iter()
-        .take_while(|f| f["path"] != crate::served::NODE_ANNOTATIONS_PATH)
+        .take_while(|f| f["path"] != machine_config::mco::paths::NODE_ANNOTATIONS)
         .map(|f| {
             format!(
                 "{}={}",

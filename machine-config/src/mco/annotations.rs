@@ -1,0 +1,31 @@
+//! Node annotation keys of the MCD protocol (`machineconfiguration.openshift.io/*`), and the
+//! values with a fixed spelling.
+
+/// Prefix of every annotation key of the protocol.
+pub const PREFIX: &str = "machineconfiguration.openshift.io/";
+/// The config the node is in.
+pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+/// The config the node is asked to be in.
+pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
+/// The config the node was provisioned with (written by the config server only).
+pub const FIRST_PIVOT_CONFIG: &str = "machineconfiguration.openshift.io/firstPivotConfig";
+/// The node's [`NodeState`](super::NodeState).
+pub const STATE: &str = "machineconfiguration.openshift.io/state";
+/// Why the node is Degraded or Unreconcilable (empty otherwise).
+pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+/// A drain or uncordon request to the drain controller (`drain-<config>`, `uncordon-<config>`).
+pub const DESIRED_DRAIN: &str = "machineconfiguration.openshift.io/desiredDrain";
+/// The request the drain controller finished last.
+pub const LAST_APPLIED_DRAIN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
+/// What happens after the config is written ([`POST_CONFIG_ACTION_REBOOTING`] or empty).
+pub const POST_CONFIG_ACTION: &str = "machineconfiguration.openshift.io/post-config-action";
+/// The cluster's control-plane topology (`SingleReplica` nodes are not drained).
+pub const CONTROL_PLANE_TOPOLOGY: &str = "machineconfiguration.openshift.io/controlPlaneTopology";
+
+/// `post-config-action` value written just before a reboot.
+pub const POST_CONFIG_ACTION_REBOOTING: &str = "Rebooting";
+/// `desiredDrain` verbs.
+pub const DRAIN_VERB: &str = "drain";
+pub const UNCORDON_VERB: &str = "uncordon";
+/// `controlPlaneTopology` of a single-node cluster.
+pub const SINGLE_REPLICA: &str = "SingleReplica";

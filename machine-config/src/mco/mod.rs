@@ -1,0 +1,18 @@
+//! The machine-config operator's names on a node, defined once for the agent, the companion
+//! and `mco-firstboot`: the files the MCD and the config server (MCS) read and write
+//! ([`paths`]), the Node annotations of the MCD protocol ([`annotations`]), the node states
+//! ([`NodeState`]) and the reasons of the events the MCD records ([`events`]).
+//!
+//! Every value here is the MCO's own spelling: a node or a cluster run by the MCO reads the
+//! same files and keys.
+
+pub mod annotations;
+pub mod events;
+pub mod paths;
+pub mod states;
+
+pub use states::{NodeState, UnknownState};
+
+/// Name of the empty config a node starts from before anything was applied (the MCD's
+/// first-boot baseline, `mco-empty-mc`).
+pub const EMPTY_CONFIG_NAME: &str = "mco-empty-mc";

@@ -1,0 +1,31 @@
+//! Files on the node, by their absolute path inside the node's root.
+
+/// The MachineConfig the node is in, as compact JSON (the MCD's `currentconfig`).
+pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
+
+/// The node's first annotations, written by the config server at provisioning.
+pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
+
+/// Where the MCD moves [`NODE_ANNOTATIONS`] once consumed (note the singular "annotation").
+pub const NODE_ANNOTATIONS_BAK: &str = "/etc/machine-config-daemon/node-annotation.json.bak";
+
+/// The rendered MachineConfig the config server serves, as a file of the served Ignition
+/// config (indented JSON).
+pub const SERVED_CONTENT: &str = "/etc/mcs-machine-config-content.json";
+
+/// The target MachineConfig with an empty Ignition config, left by the config server for first
+/// boot (`firstboot-complete-machineconfig` consumes it).
+pub const ENCAPSULATED: &str = "/etc/ignition-machine-config-encapsulated.json";
+
+/// Where [`ENCAPSULATED`] goes once first boot has staged its OS changes.
+pub const ENCAPSULATED_BAK: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
+
+/// Present: the next sync skips validation and re-applies the config; a config may not create
+/// it.
+pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
+
+/// Where originals of the files a config replaces are kept (`<path>.mcdorig`).
+pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
+
+/// Where "there was no original" stamps are kept (`<path>.mcdnoorig`).
+pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
