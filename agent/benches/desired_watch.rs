@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use mco_agent::cluster::annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
 use mco_agent::cluster::{ClusterOptions, KubeNodeApi, NodeApi};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::json;

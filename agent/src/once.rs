@@ -20,16 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use machine_config::{MachineConfig, MachineConfigSpec};
-use serde_json::{Map, Value};
 
 use crate::engine::live::{self, SeamOptions};
 use crate::engine::{Engine, EngineOptions, NoCluster, UpdateReport};
 use crate::input::LoadedConfig;
 use crate::rootfs::Root;
-
-/// Name of the empty config a first application starts from (the MCD's first-boot name).
-pub const EMPTY_CONFIG_NAME: &str = "mco-empty-mc";
 
 /// How to run.
 #[derive(Clone, Debug, Default)]
@@ -108,31 +103,4 @@ pub async fn once_from(
         update,
         no_reboot: engine.seams().no_reboot.clone(),
     })
-}
-
-/// The config a fresh root is taken to be in: empty, except for the desired config's
-/// directories and links (see the module docs).
-pub fn first_application_baseline(desired: &MachineConfig) -> MachineConfig {
-    let mut config = Map::new();
-    if let Some(cfg) = &desired.spec.config {
-        if let Some(version) = cfg.get("ignition").and_then(|i| i.get("version")) {
-            config.insert("ignition".into(), serde_json::json!({ "version": version }));
-        }
-        let mut storage = Map::new();
-        for key in ["directories", "links"] {
-            if let Some(v) = cfg.get("storage").and_then(|s| s.get(key)) {
-                storage.insert(key.into(), v.clone());
-            }
-        }
-        if !storage.is_empty() {
-            config.insert("storage".into(), Value::Object(storage));
-        }
-    }
-    MachineConfig::new(
-        EMPTY_CONFIG_NAME,
-        MachineConfigSpec {
-            config: (!config.is_empty()).then_some(Value::Object(config)),
-            ..MachineConfigSpec::default()
-        },
-    )
 }

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mco_agent::cluster::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
 use mco_agent::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy,
 };

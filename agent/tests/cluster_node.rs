@@ -4,12 +4,11 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use mco_agent::cluster::annotations::{
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{
     CURRENT_CONFIG, DESIRED_CONFIG, POST_CONFIG_ACTION, REASON, STATE,
 };
-use mco_agent::cluster::{
-    ClusterError, ClusterOptions, KubeNodeApi, NodeApi, NodeState, RetryPolicy,
-};
+use mco_agent::cluster::{ClusterError, ClusterOptions, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 

@@ -19,7 +19,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use daemon_env::{Node, done_in, machine_config, secs};
-use mco_agent::cluster::annotations::{CURRENT_CONFIG, REASON, STATE};
+use machine_config::mco::annotations::{CURRENT_CONFIG, REASON, STATE};
 use mco_agent::os::OsUpdater;
 
 const FILE_A: &str = "/etc/nmstate/openshift/a.yaml";

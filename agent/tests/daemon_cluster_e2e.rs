@@ -11,7 +11,7 @@ mod os_env;
 use std::time::Duration;
 
 use daemon_env::{NODE, Node, machine_config, secs};
-use mco_agent::cluster::annotations::{POST_CONFIG_ACTION, REASON};
+use machine_config::mco::annotations::{POST_CONFIG_ACTION, REASON};
 use mco_test_support::apiserver::Target;
 use serde_json::json;
 

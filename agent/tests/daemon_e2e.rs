@@ -7,7 +7,7 @@ mod daemon_env;
 mod os_env;
 
 use daemon_env::{Node, done_in, machine_config, secs};
-use mco_agent::engine::NodeState;
+use machine_config::mco::NodeState;
 
 const BASE_FILE: &str = "/etc/nmstate/openshift/base.yaml";
 const POLICY: &str = "/etc/containers/policy.json";

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use common::{examples_dir, run, seed_root, snapshot, text};
-use mco_agent::daemon::config_server::{fetch, http_client};
+use mco_agent::input::served::{fetch, http_client};
 use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::{Snapshot, Standalone};
 use mco_test_support::tls::TestCa;

@@ -11,9 +11,10 @@ use std::process::Output;
 
 use common::{examples_dir, seed_root, text};
 use daemon_env::{Node, done_in, machine_config, secs};
+use machine_config::mco::NodeState;
+use mco_agent::engine::Status;
 use mco_agent::engine::record::{self, Step, UpdateRecord};
 use mco_agent::engine::report::{LastUpdate, STATUS_FILE};
-use mco_agent::engine::{NodeState, Status};
 use mco_agent::input;
 use mco_agent::rootfs::{Owner, Root};
 use mco_test_support::sysroot::TestSysroot;

@@ -8,12 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::rootfs::{DEFAULT_FILE_MODE, FileKind, Opened, Owner, Root, RootError};
+use machine_config::mco::paths::{NOORIG_DIR, ORIG_DIR};
 
-/// Where originals are kept.
-pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
-/// Where "no original" stamps are kept.
-pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
+use crate::rootfs::{DEFAULT_FILE_MODE, FileKind, Opened, Owner, Root, RootError};
 
 /// Path of the backup of `path`.
 pub fn orig_path(path: &Path) -> PathBuf {

@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
+use machine_config::mco::EMPTY_CONFIG_NAME;
 
 use crate::engine::{Outcome, UpdateReport};
 use crate::input::LoadedConfig;
-use crate::once::{EMPTY_CONFIG_NAME, OnceFromOptions, once_from};
+use crate::once::{OnceFromOptions, once_from};
 
 /// Arguments of `once-from`.
 #[derive(Debug, clap::Args)]

@@ -19,12 +19,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use machine_config::mco::paths::CURRENT_CONFIG;
 use serde::Serialize;
 
 use crate::engine::record::{self, UpdateRecord};
 use crate::engine::report::{LastUpdate, STATUS_FILE, read_status};
 use crate::engine::{BOOT_ID_FILE, read_boot_id};
-use crate::input::{self, CURRENT_CONFIG};
+use crate::input;
 use crate::os::{ClientConfig, DbusOsUpdater, Deployment, OsStatus, OsUpdater};
 use crate::rootfs::Root;
 

@@ -1,76 +1,17 @@
-//! The Node annotations of the MCD protocol (`machineconfiguration.openshift.io/*`), the node
-//! state enum, and the merge patches that write them.
+//! Reading the Node annotations of the MCD protocol (the keys are
+//! [`machine_config::mco::annotations`]), and the merge patches that write them.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
+use machine_config::mco::annotations::{
+    CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, LAST_APPLIED_DRAIN,
+    POST_CONFIG_ACTION, REASON, SINGLE_REPLICA, STATE,
+};
+use machine_config::mco::{NodeState, UnknownState};
 use serde_json::{Map, Value, json};
-
-/// Prefix of every annotation key of the protocol.
-pub const PREFIX: &str = "machineconfiguration.openshift.io/";
-pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
-pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
-pub const STATE: &str = "machineconfiguration.openshift.io/state";
-pub const REASON: &str = "machineconfiguration.openshift.io/reason";
-pub const DESIRED_DRAIN: &str = "machineconfiguration.openshift.io/desiredDrain";
-pub const LAST_APPLIED_DRAIN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
-pub const POST_CONFIG_ACTION: &str = "machineconfiguration.openshift.io/post-config-action";
-pub const CONTROL_PLANE_TOPOLOGY: &str = "machineconfiguration.openshift.io/controlPlaneTopology";
-
-/// `post-config-action` value written just before a reboot.
-pub const POST_CONFIG_ACTION_REBOOTING: &str = "Rebooting";
-/// `desiredDrain` verbs.
-pub const DRAIN_VERB: &str = "drain";
-pub const UNCORDON_VERB: &str = "uncordon";
 
 /// The MCD keeps `reason` to 2000 characters (the annotation size limit is 256 kB).
 pub const REASON_MAX_CHARS: usize = 2000;
-
-/// `machineconfiguration.openshift.io/state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NodeState {
-    Done,
-    Working,
-    Degraded,
-    Unreconcilable,
-}
-
-impl NodeState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Done => "Done",
-            Self::Working => "Working",
-            Self::Degraded => "Degraded",
-            Self::Unreconcilable => "Unreconcilable",
-        }
-    }
-}
-
-impl fmt::Display for NodeState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An unknown state value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown node state {0:?} (expected Done, Working, Degraded or Unreconcilable)")]
-pub struct UnknownState(pub String);
-
-impl FromStr for NodeState {
-    type Err = UnknownState;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "Done" => Ok(Self::Done),
-            "Working" => Ok(Self::Working),
-            "Degraded" => Ok(Self::Degraded),
-            "Unreconcilable" => Ok(Self::Unreconcilable),
-            other => Err(UnknownState(other.to_string())),
-        }
-    }
-}
 
 /// `reason` as the MCD writes it: at most 2000 characters (never splitting one).
 pub fn truncate_reason(reason: &str) -> &str {
@@ -139,7 +80,7 @@ impl NodeAnnotations {
 
     /// `controlPlaneTopology` is `SingleReplica`: the MCD does not drain such nodes.
     pub fn single_replica(&self) -> bool {
-        self.get(CONTROL_PLANE_TOPOLOGY) == Some("SingleReplica")
+        self.get(CONTROL_PLANE_TOPOLOGY) == Some(SINGLE_REPLICA)
     }
 }
 
@@ -154,6 +95,8 @@ pub fn merge_patch(changes: &[(&str, Option<&str>)]) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use machine_config::mco::annotations::DRAIN_VERB;
+
     use super::*;
 
     #[test]

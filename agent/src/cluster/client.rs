@@ -4,7 +4,7 @@ use std::path::Path;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use super::retry::ClusterError;
+use super::error::ClusterError;
 
 /// The kubelet's kubeconfig: node writes go out with the node's own identity, as the MCD's do.
 pub const KUBELET_KUBECONFIG: &str = "/var/lib/kubelet/kubeconfig";

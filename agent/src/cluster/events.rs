@@ -1,56 +1,19 @@
 //! core/v1 Events about the node, as the MCD records them: involved object the Node, source
-//! component `machineconfigdaemon` on the node's host, in `openshift-machine-config-operator`
-//! (falling back to `default` on clusters without that namespace).
+//! component [`SOURCE_COMPONENT`] on the node's host, in
+//! [`DEFAULT_EVENT_NAMESPACE`](machine_config::mco::events::DEFAULT_EVENT_NAMESPACE) (falling
+//! back to `default` on clusters without that namespace).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, PostParams};
+use machine_config::mco::events::{SOURCE_COMPONENT, event_type};
 use serde_json::json;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::retry::{ClusterError, RetryPolicy, with_retry};
-
-/// The MCD's event source component.
-pub const SOURCE_COMPONENT: &str = "machineconfigdaemon";
-/// Where the MCD puts Node events.
-pub const DEFAULT_EVENT_NAMESPACE: &str = "openshift-machine-config-operator";
-
-/// Event reasons the MCD uses (section 7 of the behaviour notes).
-pub mod reason {
-    pub const DRAIN: &str = "Drain";
-    pub const CORDON: &str = "Cordon";
-    pub const UNCORDON: &str = "Uncordon";
-    pub const FAILED_TO_DRAIN: &str = "FailedToDrain";
-    pub const FAILED_TO_UNCORDON: &str = "FailedToUncordon";
-    pub const REBOOT: &str = "Reboot";
-    pub const SKIP_REBOOT: &str = "SkipReboot";
-    pub const CONFIG_DRIFT_DETECTED: &str = "ConfigDriftDetected";
-    pub const ON_DISK_STATE_VALIDATION_FAILED: &str = "OnDiskStateValidationFailed";
-    pub const PREFLIGHT_CONFIG_DRIFT_CHECK_FAILED: &str = "PreflightConfigDriftCheckFailed";
-    pub const FAILED_TO_RECONCILE: &str = "FailedToReconcile";
-    pub const NODE_DONE: &str = "NodeDone";
-    pub const BOOT_RESYNC: &str = "BootResync";
-    pub const OS_UPDATE_STARTED: &str = "OSUpdateStarted";
-    pub const OS_UPDATE_STAGED: &str = "OSUpdateStaged";
-    pub const SERVICE_RELOAD: &str = "ServiceReload";
-    pub const FAILED_SERVICE_RELOAD: &str = "FailedServiceReload";
-    pub const SERVICE_RESTART: &str = "ServiceRestart";
-    pub const FAILED_SERVICE_RESTART: &str = "FailedServiceRestart";
-    pub const FAILED_FINALIZATION: &str = "FailedFinalization";
-}
-
-/// `Warning` for the failure reasons, `Normal` otherwise.
-pub fn event_type(reason: &str) -> &'static str {
-    let warning = reason.starts_with("Failed")
-        || matches!(
-            reason,
-            reason::CONFIG_DRIFT_DETECTED
-                | reason::ON_DISK_STATE_VALIDATION_FAILED
-                | reason::PREFLIGHT_CONFIG_DRIFT_CHECK_FAILED
-        );
-    if warning { "Warning" } else { "Normal" }
-}
+use super::NodeApi;
+use super::error::ClusterError;
+use super::retry::{RetryPolicy, with_retry};
 
 /// Records events about one node.
 #[derive(Clone)]
@@ -131,19 +94,9 @@ impl EventRecorder {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn warning_reasons() {
-        assert_eq!(event_type(reason::FAILED_TO_DRAIN), "Warning");
-        assert_eq!(event_type(reason::CONFIG_DRIFT_DETECTED), "Warning");
-        assert_eq!(
-            event_type(reason::ON_DISK_STATE_VALIDATION_FAILED),
-            "Warning"
-        );
-        assert_eq!(event_type(reason::DRAIN), "Normal");
-        assert_eq!(event_type(reason::NODE_DONE), "Normal");
+/// Records an event on `api`'s node; a failure is logged, never fatal to the caller's work.
+pub(super) async fn note(api: &dyn NodeApi, reason: &str, message: &str) {
+    if let Err(e) = api.event(reason, message).await {
+        warn!(node = api.node_name(), reason, error = %e, "could not record event");
     }
 }

@@ -7,16 +7,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
+    UNCORDON_VERB,
+};
 use machine_config::{MachineConfig, MachineConfigPool};
 use tokio::sync::watch;
 
 use super::NodeApi;
-use super::annotations::{
-    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, NodeAnnotations,
-    NodeState, REASON, STATE, UNCORDON_VERB, drain_request, truncate_reason,
-};
-use super::drain::DrainError;
-use super::retry::ClusterError;
+use super::annotations::{NodeAnnotations, drain_request, truncate_reason};
+use super::error::ClusterError;
+use super::error::DrainError;
 
 #[derive(Default)]
 struct State {

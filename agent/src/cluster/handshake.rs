@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
+use machine_config::mco::annotations::{DESIRED_DRAIN, DRAIN_VERB};
+use machine_config::mco::events::reason;
 use tokio::time::Instant;
 use tracing::info;
 
 use super::NodeApi;
-use super::annotations::{DESIRED_DRAIN, DRAIN_VERB, drain_request};
-use super::events::reason;
-use super::kube_node::KubeNodeApi;
-use super::retry::ClusterError;
+use super::annotations::drain_request;
+use super::error::ClusterError;
+use super::events::note;
 
 /// Pacing and patience of the handshake.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +46,8 @@ fn spoken(d: Duration) -> String {
 
 /// Requests `verb` for `config` and waits for the controller.
 pub(super) async fn request(
-    api: &KubeNodeApi,
+    api: &dyn NodeApi,
+    opts: &HandshakeOptions,
     verb: &str,
     config: &str,
 ) -> Result<(), ClusterError> {
@@ -57,17 +59,14 @@ pub(super) async fn request(
         return Ok(());
     }
     if draining {
-        api.note(reason::CORDON, "Cordoned node to apply update")
-            .await;
-        api.note(reason::DRAIN, "Draining node to update config.")
-            .await;
+        note(api, reason::CORDON, "Cordoned node to apply update").await;
+        note(api, reason::DRAIN, "Draining node to update config.").await;
         info!(
             node,
             config, "Update prepared; requesting cordon and drain via annotation to controller"
         );
     }
     api.set_annotations(&[(DESIRED_DRAIN, Some(&want))]).await?;
-    let opts = &api.options.handshake;
     let timeout = if draining {
         opts.drain_timeout
     } else {
@@ -95,7 +94,7 @@ pub(super) async fn request(
                 "failed to {what} node: {node} after {}. Please see machine-config-controller logs for more information",
                 spoken(timeout)
             );
-            api.note(event, &message).await;
+            note(api, event, &message).await;
             return Err(ClusterError::Handshake(message));
         }
     }
@@ -107,7 +106,8 @@ pub(super) async fn request(
             "drain complete"
         );
     } else {
-        api.note(
+        note(
+            api,
             reason::UNCORDON,
             &format!(
                 "Update completed for config {config} and node has been successfully uncordoned"

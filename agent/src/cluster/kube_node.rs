@@ -12,17 +12,21 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
+    UNCORDON_VERB,
+};
+use machine_config::mco::events::reason;
 use machine_config::{MachineConfig, MachineConfigPool};
 use tracing::{info, warn};
 
-use super::annotations::{
-    self, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN,
-    NodeAnnotations, NodeState, REASON, STATE, UNCORDON_VERB, drain_request, truncate_reason,
-};
+use super::annotations::{self, NodeAnnotations, drain_request, truncate_reason};
 use super::client::client_from_kubeconfig;
 use super::drain::Drainer;
-use super::events::{EventRecorder, reason};
-use super::retry::{ClusterError, RetryPolicy, with_retry};
+use super::error::ClusterError;
+use super::events::{self, EventRecorder};
+use super::retry::{RetryPolicy, with_retry};
 use super::{ClusterOptions, DrainMode, NodeApi, handshake};
 
 /// The node's side of the protocol against the API server.
@@ -124,10 +128,8 @@ impl KubeNodeApi {
     }
 
     /// Records an event; a failure is logged, never fatal to the caller's work.
-    pub(super) async fn note(&self, reason: &str, message: &str) {
-        if let Err(e) = self.event(reason, message).await {
-            warn!(node = %self.node, reason, error = %e, "could not record event");
-        }
+    async fn note(&self, reason: &str, message: &str) {
+        events::note(self, reason, message).await
     }
 
     async fn agent_drain(&self, config: &str) -> Result<(), ClusterError> {
@@ -218,14 +220,18 @@ impl NodeApi for KubeNodeApi {
         }
         match self.mode {
             DrainMode::Agent => self.agent_drain(config).await,
-            DrainMode::Controller => handshake::request(self, DRAIN_VERB, config).await,
+            DrainMode::Controller => {
+                handshake::request(self, &self.options.handshake, DRAIN_VERB, config).await
+            }
         }
     }
 
     async fn uncordon(&self, config: &str) -> Result<(), ClusterError> {
         match self.mode {
             DrainMode::Agent => self.agent_uncordon(config).await,
-            DrainMode::Controller => handshake::request(self, UNCORDON_VERB, config).await,
+            DrainMode::Controller => {
+                handshake::request(self, &self.options.handshake, UNCORDON_VERB, config).await
+            }
         }
     }
 

@@ -15,6 +15,7 @@
 pub mod annotations;
 mod client;
 pub mod drain;
+pub mod error;
 pub mod events;
 mod fake;
 mod handshake;
@@ -27,16 +28,18 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use machine_config::mco::NodeState;
+use machine_config::mco::events::DEFAULT_EVENT_NAMESPACE;
 use machine_config::{MachineConfig, MachineConfigPool};
 
-pub use annotations::{NodeAnnotations, NodeState};
+pub use annotations::NodeAnnotations;
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
-pub use drain::{BlockedPod, Blocker, DrainError, DrainOptions, DrainReport, Drainer};
-pub use events::DEFAULT_EVENT_NAMESPACE;
+pub use drain::{DrainOptions, DrainReport, Drainer};
+pub use error::{BlockedPod, Blocker, ClusterError, DrainError};
 pub use fake::FakeNodeApi;
 pub use handshake::HandshakeOptions;
 pub use kube_node::KubeNodeApi;
-pub use retry::{ClusterError, RetryPolicy};
+pub use retry::RetryPolicy;
 
 /// Who drains the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,7 +113,7 @@ pub trait NodeApi: Send + Sync {
     /// a broken watch is re-established with backoff.
     fn desired(&self) -> BoxStream<'static, String>;
 
-    /// Records an Event on the node with one of the MCD's reasons ([`events::reason`]).
+    /// Records an Event on the node with one of the MCD's reasons ([`machine_config::mco::events::reason`]).
     async fn event(&self, reason: &str, message: &str) -> Result<(), ClusterError>;
 
     /// Reads a (rendered) MachineConfig by name, as the MCD reads the desired one.

@@ -1,69 +1,13 @@
-//! Errors of the cluster module and the retry loop every API call goes through: transient
-//! failures (conflicts, throttling, 5xx, transport errors, requests that hang) are retried with
+//! The retry loop every API call goes through: transient failures (conflicts, throttling, 5xx, transport errors, requests that hang) are retried with
 //! exponential backoff until the call lands or the caller drops the future; anything else is
 //! returned at once.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tracing::warn;
 
-use super::drain::DrainError;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: PathBuf, message: String },
-    #[error("{action}: {message} (HTTP {code} {reason})")]
-    Api {
-        action: String,
-        code: u16,
-        reason: String,
-        message: String,
-    },
-    #[error("{action}: {message}")]
-    Client { action: String, message: String },
-    /// The MCD's lister message when the rendered config it needs is gone.
-    #[error("machineconfig.machineconfiguration.openshift.io \"{0}\" not found")]
-    MachineConfigNotFound(String),
-    #[error("machineconfig {name:?} from the API server is invalid: {message}")]
-    InvalidMachineConfig { name: String, message: String },
-    #[error("node {node} has an invalid annotation: {message}")]
-    InvalidAnnotation { node: String, message: String },
-    #[error(transparent)]
-    Drain(#[from] DrainError),
-    /// The drain controller did not answer a `desiredDrain` request in time.
-    #[error("{0}")]
-    Handshake(String),
-    #[error("cannot determine the node name: {0}")]
-    NodeName(String),
-}
-
-impl ClusterError {
-    /// The HTTP code of an API error.
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Self::Api { code, .. } => Some(*code),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn from_kube(action: &str, err: kube::Error) -> Self {
-        match err {
-            kube::Error::Api(status) => Self::Api {
-                action: action.to_string(),
-                code: status.code,
-                reason: status.reason.clone(),
-                message: status.message.clone(),
-            },
-            other => Self::Client {
-                action: action.to_string(),
-                message: other.to_string(),
-            },
-        }
-    }
-}
+use super::error::ClusterError;
 
 /// Whether a failed call may succeed if repeated.
 pub fn transient(err: &kube::Error) -> bool {

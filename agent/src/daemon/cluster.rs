@@ -11,12 +11,13 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use async_trait::async_trait;
 use machine_config::MachineConfig;
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
 use tokio::sync::mpsc;
 
 use super::source::ConfigSource;
 use crate::cluster::NodeApi;
-use crate::cluster::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
-use crate::engine::{ClusterReport, NodeState};
+use crate::engine::ClusterReport;
 
 /// One queued write.
 #[derive(Debug)]
@@ -41,7 +42,7 @@ impl NodeReport {
         tokio::spawn(async move {
             while let Some(w) = queue.recv().await {
                 let result = match &w {
-                    Write::Report(state, reason) => writer.report(to_cluster(*state), reason).await,
+                    Write::Report(state, reason) => writer.report(*state, reason).await,
                     Write::SetDone(config) => writer.set_current(config).await,
                     Write::Event(reason, message) => writer.event(reason, message).await,
                     Write::PostConfigAction(value) => {
@@ -62,15 +63,6 @@ impl NodeReport {
         self.writes
             .send(w)
             .map_err(|_| anyhow::anyhow!("the node writer stopped"))
-    }
-}
-
-fn to_cluster(state: NodeState) -> crate::cluster::NodeState {
-    match state {
-        NodeState::Done => crate::cluster::NodeState::Done,
-        NodeState::Working => crate::cluster::NodeState::Working,
-        NodeState::Degraded => crate::cluster::NodeState::Degraded,
-        NodeState::Unreconcilable => crate::cluster::NodeState::Unreconcilable,
     }
 }
 
@@ -129,9 +121,9 @@ impl ConfigSource for ApiSource {
 mod tests {
     use super::*;
     use crate::cluster::FakeNodeApi;
-    use crate::cluster::annotations::{CURRENT_CONFIG, REASON, STATE};
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
+    use machine_config::mco::annotations::{CURRENT_CONFIG, REASON, STATE};
 
     /// The daemon over the fake Node API: configs by name from the API, state on the Node.
     #[tokio::test]

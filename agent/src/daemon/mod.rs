@@ -35,15 +35,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
+use backoff::Backoff;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use source::ConfigSource;
+use startup::Started;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::engine::Engine;
-use backoff::Backoff;
-use source::ConfigSource;
-use startup::Started;
 
 /// How often the force file is looked for.
 const FORCE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
@@ -183,7 +183,7 @@ impl Daemon {
                         && self.parked != Some(Parked::Rebooting)
                         && self.engine.force_file_present().unwrap_or(false)
                     {
-                        tracing::info!("{} present: re-applying", crate::engine::FORCE_FILE);
+                        tracing::info!("{} present: re-applying", machine_config::mco::paths::FORCE_FILE);
                         self.sync(true).await;
                     }
                 }

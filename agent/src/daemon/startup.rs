@@ -7,20 +7,17 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use machine_config::MachineConfig;
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::CURRENT_CONFIG as CURRENT_KEY;
+use machine_config::mco::events::reason;
+use machine_config::mco::paths::{
+    FORCE_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT as PROVISIONED_CONTENT,
+};
 
 use super::source::ConfigSource;
-use crate::engine::{Engine, NodeState, Outcome};
+use crate::engine::{Engine, Outcome};
 use crate::input;
 use crate::rootfs::{DEFAULT_FILE_MODE, Owner};
-
-/// Written by the config server at provisioning: the node's first annotations.
-pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
-/// Where the MCD moves it once consumed (note the singular "annotation").
-pub const NODE_ANNOTATIONS_BAK: &str = "/etc/machine-config-daemon/node-annotation.json.bak";
-/// The MachineConfig served at provisioning.
-pub const PROVISIONED_CONTENT: &str = "/etc/mcs-machine-config-content.json";
-
-const CURRENT_KEY: &str = "machineconfiguration.openshift.io/currentConfig";
 
 /// Where start-up left the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,10 +141,7 @@ pub async fn validate_current(engine: &Engine) -> Result<bool> {
         .reporter()
         .update_status(engine.root(), |s| s.current = Some(name.clone()));
     if engine.force_file_present()? {
-        tracing::info!(
-            "Skipping on-disk validation; {} present",
-            crate::engine::FORCE_FILE
-        );
+        tracing::info!("Skipping on-disk validation; {} present", FORCE_FILE);
         return Ok(true);
     }
     let v = engine
@@ -161,7 +155,7 @@ pub async fn validate_current(engine: &Engine) -> Result<bool> {
     let reason = v.reason();
     engine
         .reporter()
-        .event("OnDiskStateValidationFailed", &reason)
+        .event(reason::ON_DISK_STATE_VALIDATION_FAILED, &reason)
         .await;
     engine
         .reporter()

@@ -2,10 +2,12 @@
 //! sure it is Done; and the drift monitor's wake-ups.
 
 use machine_config::MachineConfig;
+use machine_config::mco::NodeState;
+use machine_config::mco::events::reason;
 
 use super::{Daemon, Parked, drift};
+use crate::engine::Outcome;
 use crate::engine::backups::managed_paths;
-use crate::engine::{NodeState, Outcome};
 use crate::input::{self, LoadedConfig};
 use crate::validate::SKIPPED_FILES;
 
@@ -62,7 +64,10 @@ impl Daemon {
             self.drift = None;
             self.engine
                 .reporter()
-                .event("ConfigDriftMonitorStopped", "Config Drift Monitor stopped")
+                .event(
+                    reason::CONFIG_DRIFT_MONITOR_STOPPED,
+                    "Config Drift Monitor stopped",
+                )
                 .await;
             tracing::info!(
                 current = c.machine_config.name(),
@@ -181,7 +186,7 @@ impl Daemon {
         if status.state != NodeState::Degraded || !status.reason.ends_with(&reason) {
             self.engine
                 .reporter()
-                .event("ConfigDriftDetected", &reason)
+                .event(reason::CONFIG_DRIFT_DETECTED, &reason)
                 .await;
             self.engine
                 .reporter()
@@ -215,7 +220,7 @@ impl Daemon {
                 self.engine
                     .reporter()
                     .event(
-                        "ConfigDriftMonitorStarted",
+                        reason::CONFIG_DRIFT_MONITOR_STARTED,
                         &format!("Config Drift Monitor started, watching against {name}"),
                     )
                     .await;

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, anyhow};
 use async_trait::async_trait;
 use machine_config::MachineConfig;
+use machine_config::mco::NodeState;
 
 use super::source::ConfigSource;
 use super::{Daemon, DesiredFeed, Parked};
-use crate::engine::NodeState;
 use crate::engine::fake::ClusterCall;
 use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, mc};
 
@@ -302,17 +302,23 @@ async fn a_node_without_currentconfig_is_seeded_from_node_annotations() {
     let a = a();
     // What the config server's Ignition wrote at provisioning.
     node.write(
-        super::startup::NODE_ANNOTATIONS,
+        machine_config::mco::paths::NODE_ANNOTATIONS,
         r#"{"machineconfiguration.openshift.io/currentConfig":"rendered-a","machineconfiguration.openshift.io/desiredConfig":"rendered-a","machineconfiguration.openshift.io/state":"Done"}"#,
     );
-    node.write(super::startup::PROVISIONED_CONTENT, &a.to_json_pretty());
+    node.write(
+        machine_config::mco::paths::SERVED_CONTENT,
+        &a.to_json_pretty(),
+    );
     node.write(CRIO_POLICY, "{}\n");
     let source = Arc::new(FakeSource::default());
     let _d = daemon(&node, source).await;
     assert_eq!(node.current().as_deref(), Some("rendered-a"));
-    assert!(node.read(super::startup::NODE_ANNOTATIONS).is_none());
     assert!(
-        node.read(super::startup::NODE_ANNOTATIONS_BAK)
+        node.read(machine_config::mco::paths::NODE_ANNOTATIONS)
+            .is_none()
+    );
+    assert!(
+        node.read(machine_config::mco::paths::NODE_ANNOTATIONS_BAK)
             .unwrap()
             .contains("rendered-a")
     );

@@ -5,8 +5,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use anyhow::Result;
 use async_trait::async_trait;
+use machine_config::mco::NodeState;
 
-use super::report::{ClusterReport, NodeState};
+use super::report::ClusterReport;
 
 /// One call the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]

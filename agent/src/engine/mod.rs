@@ -84,6 +84,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use machine_config::mco::paths::FORCE_FILE;
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, NodeDisruptionPolicy};
 
@@ -99,11 +100,8 @@ pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
 };
 pub use record::{Step, UpdateRecord};
-pub use report::{ClusterReport, NoCluster, NodeState, Reporter, Status};
+pub use report::{ClusterReport, NoCluster, Reporter, Status};
 pub use verify::NodeValidation;
-
-/// The force file, inside the root.
-pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
 
 /// Where the kernel says which boot this is.
 pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use machine_config::mco::NodeState;
+
 use super::Outcome;
-use super::report::NodeState;
 
 /// One fact the engine reported.
 #[derive(Debug, Clone, Copy)]

@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result};
 use machine_config::Action;
+use machine_config::mco::events::reason;
 
 use super::report::Reporter;
 use crate::host::systemd::Systemd;
@@ -44,7 +45,7 @@ pub(crate) async fn run(
         match action {
             Action::None => {
                 reporter
-                    .event("SkipReboot", "Config changes do not require reboot.")
+                    .event(reason::SKIP_REBOOT, "Config changes do not require reboot.")
                     .await;
                 tracing::info!(config, "Node has Desired Config {config}, skipping reboot");
                 continue;
@@ -64,12 +65,12 @@ pub(crate) async fn run(
         match action {
             Action::Reload(unit) => {
                 let r = systemd.reload_unit(unit).await;
-                service_event(reporter, "Reload", unit, &r).await;
+                service_event(reporter, &RELOAD, unit, &r).await;
                 r.with_context(|| format!("reloading {unit}"))?;
             }
             Action::Restart(unit) => {
                 let r = systemd.restart_unit(unit).await;
-                service_event(reporter, "Restart", unit, &r).await;
+                service_event(reporter, &RESTART, unit, &r).await;
                 if let Err(e) = r {
                     if unit != CA_TRUST_UNIT {
                         return Err(e).with_context(|| format!("restarting {unit}"));
@@ -84,7 +85,7 @@ pub(crate) async fn run(
                 .context("systemd daemon-reload")?,
             Action::Special => {
                 let r = systemd.reload_unit("crio.service").await;
-                service_event(reporter, "Reload", "crio.service", &r).await;
+                service_event(reporter, &RELOAD, "crio.service", &r).await;
                 r.context("reloading crio.service after a registries.conf change")?;
             }
             Action::None | Action::Drain | Action::Reboot => {}
@@ -94,31 +95,48 @@ pub(crate) async fn run(
     Ok(out)
 }
 
+/// The events of a reload or a restart, as the MCD words them.
+struct ServiceEvents {
+    verb: &'static str,
+    past: &'static str,
+    succeeded: &'static str,
+    failed: &'static str,
+}
+
+const RELOAD: ServiceEvents = ServiceEvents {
+    verb: "Reload",
+    past: "reloaded",
+    succeeded: reason::SERVICE_RELOAD,
+    failed: reason::FAILED_SERVICE_RELOAD,
+};
+
+const RESTART: ServiceEvents = ServiceEvents {
+    verb: "Restart",
+    past: "restarted",
+    succeeded: reason::SERVICE_RESTART,
+    failed: reason::FAILED_SERVICE_RESTART,
+};
+
 async fn service_event<E: std::fmt::Display>(
     reporter: &Reporter,
-    verb: &str,
+    events: &ServiceEvents,
     unit: &str,
     result: &std::result::Result<(), E>,
 ) {
-    let past = if verb == "Reload" {
-        "reloaded"
-    } else {
-        "restarted"
-    };
     match result {
         Ok(()) => {
             reporter
                 .event(
-                    &format!("Service{verb}"),
-                    &format!("Service {unit} was {past}"),
+                    events.succeeded,
+                    &format!("Service {unit} was {}", events.past),
                 )
                 .await
         }
         Err(e) => {
             reporter
                 .event(
-                    &format!("FailedService{verb}"),
-                    &format!("{verb} of {unit} failed: {e}"),
+                    events.failed,
+                    &format!("{} of {unit} failed: {e}", events.verb),
                 )
                 .await
         }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use anyhow::Result;
 use async_trait::async_trait;
+use machine_config::mco::NodeState;
 use serde::{Deserialize, Serialize};
 
 use super::observe::{Observation, Observer};
@@ -15,34 +16,6 @@ use crate::rootfs::{Owner, Root};
 
 /// Where the status file goes, inside the root.
 pub const STATUS_FILE: &str = "/run/mco-agent/status.json";
-
-/// The node's state, as the `machineconfiguration.openshift.io/state` annotation says it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NodeState {
-    #[default]
-    Done,
-    Working,
-    Degraded,
-    Unreconcilable,
-}
-
-impl NodeState {
-    /// The annotation value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeState::Done => "Done",
-            NodeState::Working => "Working",
-            NodeState::Degraded => "Degraded",
-            NodeState::Unreconcilable => "Unreconcilable",
-        }
-    }
-}
-
-impl std::fmt::Display for NodeState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What the engine tells the cluster. With a kubeconfig this is the Node's annotations and
 /// events; standalone it is [`NoCluster`].

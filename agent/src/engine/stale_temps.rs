@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use machine_config::mco::paths::{CURRENT_CONFIG, NODE_ANNOTATIONS_BAK};
 use machine_config::{Config, MachineConfig};
 
 use super::backups::managed_paths;
@@ -15,8 +16,7 @@ use super::record::{self, UPDATE_RECORD};
 use super::report::STATUS_FILE;
 use crate::apply::authorized_keys_path;
 use crate::apply::backup::{noorig_path, orig_path};
-use crate::daemon::startup::NODE_ANNOTATIONS_BAK;
-use crate::input::{self, CURRENT_CONFIG};
+use crate::input;
 use crate::rootfs::accounts::Accounts;
 use crate::rootfs::shadow::SHADOW;
 use crate::rootfs::{FileKind, Root};

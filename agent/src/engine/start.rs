@@ -2,17 +2,20 @@
 
 use std::time::{Duration, Instant};
 
-use machine_config::MachineConfig;
+use machine_config::mco::EMPTY_CONFIG_NAME;
+use machine_config::mco::NodeState;
+use machine_config::mco::events::reason;
 use machine_config::plan::Plan;
+use machine_config::{MachineConfig, MachineConfigSpec};
+use serde_json::{Map, Value};
 
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
-use super::{Engine, NodeState, Observation, Outcome, UpdateReport, backups, os, with_os_of};
+use super::{Engine, Observation, Outcome, UpdateReport, backups, os, with_os_of};
 use crate::apply::{self, ApplyOptions};
 use crate::failpoints::failpoint;
 use crate::input;
-use crate::once::first_application_baseline;
 
 impl Engine {
     /// Updates the node to `desired`. `force`: the force file was present (skip validation,
@@ -204,7 +207,9 @@ impl Engine {
             Outcome::Degraded(format!("planning the update to {}: {e}", desired.name()))
         })?;
         if let Some(reason) = &plan.reason {
-            self.reporter.event("FailedToReconcile", reason).await;
+            self.reporter
+                .event(reason::FAILED_TO_RECONCILE, reason)
+                .await;
             report.plan = Some(plan.clone());
             return Err(Outcome::Unreconcilable(reason.clone()));
         }
@@ -227,7 +232,7 @@ impl Engine {
         if force {
             tracing::info!(
                 "Skipping preflight config drift check; {} present",
-                super::FORCE_FILE
+                machine_config::mco::paths::FORCE_FILE
             );
         } else if !first && self.opts.preflight {
             let v = self.validate_files(&current_mc, &current_ign);
@@ -240,7 +245,7 @@ impl Engine {
                     messages.join("; ")
                 );
                 self.reporter
-                    .event("PreflightConfigDriftCheckFailed", &reason)
+                    .event(reason::PREFLIGHT_CONFIG_DRIFT_CHECK_FAILED, &reason)
                     .await;
                 return Err(Outcome::Degraded(reason));
             }
@@ -360,4 +365,32 @@ fn interrupted(rec: &mut UpdateRecord, what: &str) -> Step {
         rec.desired.name()
     ));
     Step::RollingBack
+}
+
+/// The config a fresh root is taken to be in: empty, except for the desired config's
+/// directories and links: what Ignition would do at first boot writes them too, and the MCD's
+/// rules refuse any change to them on a running node, of which there is none on a fresh one.
+fn first_application_baseline(desired: &MachineConfig) -> MachineConfig {
+    let mut config = Map::new();
+    if let Some(cfg) = &desired.spec.config {
+        if let Some(version) = cfg.get("ignition").and_then(|i| i.get("version")) {
+            config.insert("ignition".into(), serde_json::json!({ "version": version }));
+        }
+        let mut storage = Map::new();
+        for key in ["directories", "links"] {
+            if let Some(v) = cfg.get("storage").and_then(|s| s.get(key)) {
+                storage.insert(key.into(), v.clone());
+            }
+        }
+        if !storage.is_empty() {
+            config.insert("storage".into(), Value::Object(storage));
+        }
+    }
+    MachineConfig::new(
+        EMPTY_CONFIG_NAME,
+        MachineConfigSpec {
+            config: (!config.is_empty()).then_some(Value::Object(config)),
+            ..MachineConfigSpec::default()
+        },
+    )
 }

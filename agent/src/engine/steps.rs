@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use machine_config::Config;
+use machine_config::mco::events::reason;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::record::{self, Step, UpdateRecord};
@@ -142,7 +143,7 @@ impl Engine {
 
     async fn drain(&self, rec: &UpdateRecord) -> Result<()> {
         self.reporter
-            .event("Drain", "Draining node to update config.")
+            .event(reason::DRAIN, "Draining node to update config.")
             .await;
         self.reporter
             .cluster()
@@ -203,14 +204,14 @@ impl Engine {
         })?;
         self.reporter
             .event(
-                "OSUpdateStarted",
+                reason::OS_UPDATE_STARTED,
                 &format!("Changing the OS for config {}", rec.desired.name()),
             )
             .await;
         let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
         self.reporter
             .event(
-                "OSUpdateStaged",
+                reason::OS_UPDATE_STAGED,
                 &format!("Changes to OS staged: {}", done.join("; ")),
             )
             .await;
@@ -250,7 +251,7 @@ impl Engine {
             return Next::Finish(Outcome::NeedsReboot);
         };
         let reason = format!("Node will reboot into config {}", rec.desired.name());
-        self.reporter.event("Reboot", &reason).await;
+        self.reporter.event(reason::REBOOT, &reason).await;
         if let Err(e) = self.reporter.cluster().rebooting(true).await {
             tracing::warn!(error = %format!("{e:#}"), "could not record the reboot on the node");
         }
@@ -324,14 +325,16 @@ impl Engine {
         }
         if let Err(e) = self.reporter.cluster().uncordon(name).await {
             let reason = format!("failed to uncordon node: {e:#}");
-            self.reporter.event("FailedToUncordon", &reason).await;
+            self.reporter
+                .event(reason::FAILED_TO_UNCORDON, &reason)
+                .await;
             self.reporter
                 .update_status(&self.root, |s| s.current = Some(name.to_string()));
             return Outcome::Degraded(reason);
         }
         self.reporter
             .event(
-                "NodeDone",
+                reason::NODE_DONE,
                 &format!("Setting node, currentConfig {name} to Done"),
             )
             .await;

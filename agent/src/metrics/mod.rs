@@ -28,14 +28,13 @@ mod tests;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use machine_config::mco::NodeState;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
-
-use crate::engine::NodeState;
 
 pub use observer::MetricsObserver;
 pub use server::{MetricsArgs, MetricsHandle, start};

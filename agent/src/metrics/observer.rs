@@ -13,11 +13,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use machine_config::mco::events::reason;
+
 use super::Metrics;
 use crate::engine::{Observation, Observer, Outcome, Step};
-
-/// The event the drift monitor reports (the MCD's reason).
-pub const CONFIG_DRIFT_EVENT: &str = "ConfigDriftDetected";
 
 /// Feeds [`Metrics`] from what the engine reports.
 pub struct MetricsObserver {
@@ -99,7 +98,7 @@ impl Observer for MetricsObserver {
     fn observe(&self, what: &Observation<'_>) {
         match *what {
             Observation::State { state, reason, .. } => self.metrics.set_state(state, reason),
-            Observation::Event { reason, .. } if reason == CONFIG_DRIFT_EVENT => {
+            Observation::Event { reason, .. } if reason == reason::CONFIG_DRIFT_DETECTED => {
                 self.metrics.config_drift()
             }
             Observation::Event { .. } => {}

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mco_agent::cluster::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use mco_agent::engine::Status;
 use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::Standalone;
@@ -464,7 +464,7 @@ impl Node {
 /// Whether the status says the node is Done in `config`.
 pub fn done_in(config: &str) -> impl Fn(&Status) -> bool + '_ {
     move |s: &Status| {
-        s.state == mco_agent::engine::NodeState::Done
+        s.state == machine_config::mco::NodeState::Done
             && s.current.as_deref() == Some(config)
             && s.pending_step.is_none()
     }

@@ -10,7 +10,8 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{Blocker, Drainer};
+use super::Drainer;
+use crate::cluster::error::Blocker;
 
 /// A pod to get rid of.
 #[derive(Debug, Clone)]

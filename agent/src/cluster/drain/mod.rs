@@ -9,7 +9,6 @@
 mod evict;
 pub mod pods;
 
-use std::fmt;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -18,7 +17,8 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::retry::{ClusterError, RetryPolicy, with_retry};
+use super::error::{BlockedPod, ClusterError, DrainError, describe};
+use super::retry::{RetryPolicy, with_retry};
 use evict::Target;
 use pods::Disposition;
 
@@ -48,94 +48,6 @@ impl Default for DrainOptions {
             poll_interval: Duration::from_secs(1),
         }
     }
-}
-
-/// What keeps a pod on the node.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Blocker {
-    /// A PodDisruptionBudget refuses the eviction.
-    Budget { pdb: String, detail: String },
-    /// Evicted, but the pod has not gone away.
-    Terminating { finalizers: Vec<String> },
-    /// The API failed.
-    Error(String),
-}
-
-impl fmt::Display for Blocker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Budget { pdb, detail } => {
-                write!(
-                    f,
-                    "eviction refused by PodDisruptionBudget {pdb:?} ({detail})"
-                )
-            }
-            Self::Terminating { finalizers } if finalizers.is_empty() => {
-                f.write_str("evicted but still terminating")
-            }
-            Self::Terminating { finalizers } => {
-                write!(
-                    f,
-                    "evicted but still terminating (finalizers: {})",
-                    finalizers.join(", ")
-                )
-            }
-            Self::Error(message) => f.write_str(message),
-        }
-    }
-}
-
-/// A pod a drain could not remove.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BlockedPod {
-    pub namespace: String,
-    pub name: String,
-    pub blocker: Blocker,
-}
-
-impl fmt::Display for BlockedPod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pod {}/{}: {}", self.namespace, self.name, self.blocker)
-    }
-}
-
-/// A duration in whole seconds, for messages.
-fn seconds(d: &Duration) -> humantime::FormattedDuration {
-    humantime::format_duration(Duration::from_secs(d.as_secs_f64().round() as u64))
-}
-
-fn describe(blocked: &[BlockedPod]) -> String {
-    blocked
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DrainError {
-    #[error(
-        "failed to drain node {node} after {}: {}",
-        seconds(elapsed),
-        describe(blocked)
-    )]
-    Blocked {
-        node: String,
-        elapsed: Duration,
-        blocked: Vec<BlockedPod>,
-    },
-    #[error("failed to drain node {node} after {}: {message}", seconds(elapsed))]
-    Failed {
-        node: String,
-        elapsed: Duration,
-        message: String,
-    },
-    #[error("failed to {verb} node {node}: {message}")]
-    Cordon {
-        verb: &'static str,
-        node: String,
-        message: String,
-    },
 }
 
 /// What a successful drain did.
@@ -354,6 +266,7 @@ enum Attempt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::error::Blocker;
 
     #[test]
     fn messages_name_pods_and_budgets() {

@@ -3,10 +3,12 @@
 //! not ask for drops them, after which the engine stages them again and converges without a
 //! rollback or a Degraded state.
 
+use machine_config::mco::NodeState;
+
 use super::*;
 use crate::engine::fake::ClusterCall;
 use crate::engine::record::{self, Step, UpdateRecord};
-use crate::engine::{NodeState, Outcome, backups};
+use crate::engine::{Outcome, backups};
 use crate::host::reboot::{FINALIZE_STAGED_UNIT, FakeLoginManager, LogindRebooter};
 use crate::os::{KargsChange, OsCall, OsImage, OsUpdater};
 

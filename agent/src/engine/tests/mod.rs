@@ -117,7 +117,7 @@ impl Node {
 
     /// The name in `currentconfig`.
     pub fn current(&self) -> Option<String> {
-        let json = self.read(crate::input::CURRENT_CONFIG)?;
+        let json = self.read(machine_config::mco::paths::CURRENT_CONFIG)?;
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         Some(v["metadata"]["name"].as_str().unwrap().to_string())
     }

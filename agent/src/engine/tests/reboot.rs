@@ -1,8 +1,10 @@
 //! Reboot updates: staged OS changes, the reboot request, verification after the boot.
 
+use machine_config::mco::NodeState;
+
 use super::*;
+use crate::engine::Outcome;
 use crate::engine::fake::ClusterCall;
-use crate::engine::{NodeState, Outcome};
 use crate::os::{CleanupTarget, KargsChange, OsCall};
 
 fn a() -> MachineConfig {

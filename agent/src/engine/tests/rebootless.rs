@@ -1,9 +1,11 @@
 //! Rebootless updates, refusals before anything is written, and failures rolled back.
 
+use machine_config::mco::NodeState;
+
 use super::*;
+use crate::engine::Outcome;
 use crate::engine::fake::ClusterCall;
 use crate::engine::report::read_status;
-use crate::engine::{NodeState, Outcome};
 use crate::host::systemd::{JobKind, SystemdCall};
 
 fn a() -> MachineConfig {
@@ -215,7 +217,9 @@ async fn os_changes_without_rpm_ostree_are_refused_or_left_out() {
     );
     assert_eq!(node.read(CRIO_POLICY).unwrap(), "new\n");
     // The recorded config says what the node runs: without the kernel argument.
-    let json = node.read(crate::input::CURRENT_CONFIG).unwrap();
+    let json = node
+        .read(machine_config::mco::paths::CURRENT_CONFIG)
+        .unwrap();
     assert!(!json.contains("nosmt"), "{json}");
 }
 
@@ -224,7 +228,7 @@ async fn the_force_file_reapplies_over_drift_without_a_reboot_and_is_consumed() 
     let node = Node::new();
     node.provision(&a()).await;
     node.write(CRIO_POLICY, "drifted\n");
-    node.write(crate::engine::FORCE_FILE, "");
+    node.write(machine_config::mco::paths::FORCE_FILE, "");
     let engine = node.engine();
     assert!(engine.force_file_present().unwrap());
     let report = engine.update(&a(), true).await;

@@ -3,18 +3,17 @@
 //! config is wrapped, named after the file; a config server's answer yields the MachineConfig it
 //! carries), and the MachineConfig recorded in a root (`currentconfig`).
 
+pub mod served;
+
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
+use machine_config::mco::paths::{CURRENT_CONFIG, SERVED_CONTENT};
 use machine_config::{Config, MachineConfig, MachineConfigSpec, ParsedConfig};
 use serde_json::Value;
 
-use crate::daemon::config_server::{self, CONTENT_PATH};
 use crate::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
-
-/// Where the applied MachineConfig is recorded, inside the root.
-pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
 
 /// A config read from a file.
 #[derive(Debug, Clone)]
@@ -52,10 +51,10 @@ impl LoadedConfig {
             .storage
             .files
             .iter()
-            .any(|f| f.path == CONTENT_PATH)
+            .any(|f| f.path == SERVED_CONTENT)
         {
             // A config server's answer: the rendered MachineConfig is the file it appends.
-            let mc = config_server::served_machine_config(bytes).context(
+            let mc = served::served_machine_config(bytes).context(
                 "a config server's answer (an Ignition config with the MachineConfig it serves)",
             )?;
             tracing::info!(
@@ -63,7 +62,7 @@ impl LoadedConfig {
                 "applying the MachineConfig a config server's answer carries"
             );
             return Self::from_bytes(path, mc.to_json().as_bytes())
-                .with_context(|| format!("the MachineConfig in {CONTENT_PATH}"));
+                .with_context(|| format!("the MachineConfig in {SERVED_CONTENT}"));
         }
         warn_unused(&parsed);
         let name = name_for(path);
@@ -106,8 +105,8 @@ impl LoadedConfig {
             return Self::read(Path::new(source));
         }
         let url = reqwest::Url::parse(source).with_context(|| format!("{source}: not a URL"))?;
-        let client = config_server::http_client(source, ca)?;
-        let body = config_server::fetch(&client, source, None).await?;
+        let client = served::http_client(source, ca)?;
+        let body = served::fetch(&client, source, None).await?;
         // A bare Ignition config is named after the URL's last path segment.
         Self::from_bytes(Path::new(url.path()), &body).with_context(|| source.to_string())
     }
@@ -164,4 +163,31 @@ pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
         Owner::ROOT,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_told_apart() {
+        let mc = LoadedConfig::from_bytes(
+            Path::new("chrony.yaml"),
+            b"apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: 50-examplecorp-chrony}\nspec:\n  config: {ignition: {version: 2.2.0}}\n",
+        )
+        .unwrap();
+        assert_eq!(mc.machine_config.name(), "50-examplecorp-chrony");
+        assert_eq!(mc.field_prefix, "$.spec.config");
+        let bare = LoadedConfig::from_bytes(
+            Path::new("/srv/bare.ign"),
+            br#"{"ignition":{"version":"3.1.0"}}"#,
+        )
+        .unwrap();
+        assert_eq!(bare.machine_config.name(), "bare");
+        assert_eq!(bare.field_prefix, "$");
+        let e = LoadedConfig::from_bytes(Path::new("x.yaml"), b"foo: bar\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("$: neither a MachineConfig"), "{e}");
+    }
 }

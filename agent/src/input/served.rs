@@ -1,0 +1,134 @@
+//! Reading a config from a config server (the companion or the MCS): the HTTP(S) client, the
+//! request as the agent makes it (`Accept` of Ignition spec 3.5, the node's name in
+//! `X-MCO-Node`), and the rendered MachineConfig inside the served Ignition config (the served
+//! [`SERVED_CONTENT`]; the files the server appends for first boot are not part of it).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use machine_config::mco::paths::SERVED_CONTENT;
+use machine_config::{Config, MachineConfig};
+
+/// The Accept header: the newest spec the agent reads.
+pub const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
+/// The header carrying the node's name.
+pub const NODE_HEADER: &str = "X-MCO-Node";
+/// A served config larger than this is refused.
+const MAX_BODY: usize = 64 << 20;
+
+/// The HTTP(S) client configs are fetched with, for `url` (`https://` or `http://`). With `ca`
+/// (a PEM bundle) only that CA is trusted; without, the system's trust store.
+pub fn http_client(url: &str, ca: Option<&Path>) -> Result<reqwest::Client> {
+    // reqwest's rustls needs the provider even for plain http.
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(60))
+        .user_agent(concat!("mco-agent/", env!("CARGO_PKG_VERSION")));
+    if url.starts_with("https://") {
+        if let Some(ca) = ca {
+            let pem =
+                std::fs::read(ca).with_context(|| format!("reading the CA {}", ca.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{}: not a PEM certificate bundle", ca.display()))?;
+            if certs.is_empty() {
+                bail!("{}: no certificate in the CA file", ca.display());
+            }
+            builder = builder.tls_certs_only(certs);
+        }
+    } else if !url.starts_with("http://") {
+        bail!("{url:?}: expected an https:// or http:// URL");
+    }
+    builder.build().context("building the HTTPS client")
+}
+
+/// `GET url` as the agent asks a config server (the Ignition Accept header, the node's name when
+/// given); the body of a 2xx answer. Errors say whether the server could not be reached, the
+/// TLS handshake failed (naming rustls' reason), or what the server answered.
+pub async fn fetch(client: &reqwest::Client, url: &str, node: Option<&str>) -> Result<Vec<u8>> {
+    let mut request = client.get(url).header("Accept", ACCEPT);
+    if let Some(node) = node {
+        request = request.header(NODE_HEADER, node);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!(describe_send_error(url, &e)))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .with_context(|| format!("reading the answer of {url}"))?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(500)])
+            .trim()
+            .to_string();
+        bail!("{url} answered {status}: {text}");
+    }
+    if body.len() > MAX_BODY {
+        bail!(
+            "{url}: the config is {} bytes, more than {MAX_BODY}",
+            body.len()
+        );
+    }
+    Ok(body.to_vec())
+}
+
+/// The rustls error in `err`, which may sit inside (nested) `io::Error`s, whose `source()`
+/// skips it.
+fn rustls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut current = err;
+    loop {
+        if let Some(e) = current.downcast_ref::<rustls::Error>() {
+            return Some(e);
+        }
+        current = current.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+}
+
+/// A request that got no answer, said plainly: TLS, connection or timeout, with the causes.
+fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
+    let mut causes = Vec::new();
+    let mut tls = None;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        causes.push(err.to_string());
+        if tls.is_none() {
+            tls = rustls_error(err).map(ToString::to_string);
+        }
+        source = err.source();
+    }
+    causes.dedup();
+    let causes = causes.join(": ");
+    if let Some(reason) = tls {
+        format!(
+            "TLS handshake with {url} failed: {reason} (--ca must name the CA that signs the server's certificate)"
+        )
+    } else if e.is_timeout() {
+        format!("{url}: no answer in time: {causes}")
+    } else if e.is_connect() {
+        format!("cannot reach {url}: {causes}")
+    } else {
+        format!("fetching {url}: {e}: {causes}")
+    }
+}
+
+/// The MachineConfig inside a served Ignition config.
+pub fn served_machine_config(body: &[u8]) -> Result<MachineConfig> {
+    let config = Config::parse(body).context("not a valid Ignition config")?;
+    let file = config
+        .storage
+        .files
+        .iter()
+        .find(|f| f.path == SERVED_CONTENT)
+        .with_context(|| format!("no {SERVED_CONTENT} in it (not a machine-config server?)"))?;
+    let bytes = file
+        .decoded_contents()
+        .with_context(|| format!("decoding {SERVED_CONTENT}"))?;
+    let mc = MachineConfig::from_slice(&bytes).with_context(|| SERVED_CONTENT.to_string())?;
+    if mc.name().is_empty() {
+        bail!("{SERVED_CONTENT}: the MachineConfig has no name");
+    }
+    Ok(mc)
+}
