@@ -1,38 +1,67 @@
 //! The node side of mco-agent.
 //!
-//! - [`rootfs`]: root-confined file access (every path resolved inside `--root`), atomic writes,
-//!   the root's users and groups, `/etc/shadow`.
-//! - [`apply`]: applying a current→desired config change to a root (files, units, backups,
-//!   SSH keys, password), validated and decoded before the disk is touched.
-//! - [`validate`]: on-disk validation with the MCD's messages, every mismatch reported.
-//! - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links for a root.
-//! - [`input`]: reading configs given on the command line and the recorded `currentconfig`.
-//! - [`cli`]: the `mco-agent` subcommands.
-//! - [`daemon`]: `mco-agent start`: start-up checks, following the desired config, drift monitor.
-//! - [`engine`]: the update engine (state machine, persisted steps, rollback, verification).
-//! - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch), drains
-//!   through the Eviction API, rendered MachineConfigs from the API server.
-//! - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through logind.
-//! - [`logging`]: journald or stderr logging, set up once per binary.
-//! - [`metrics`]: Prometheus metrics (the MCD's names and ours) fed by the engine, served on
-//!   `127.0.0.1:8797/metrics`; the kubelet health check.
-//! - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
-//! - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions), the
-//!   booted deployment read with libostree, and the MCD's OS checks.
+//! The modules, from the bottom up. A module uses only modules of its own layer or below
+//! (`tests/layers.rs` checks every `crate::` path against this table), and the pure model,
+//! the `machine-config` crate (with the MCO's on-node names in `machine_config::mco`), is
+//! under all of them.
+//!
+//! 0. Foundations
+//!    - [`rootfs`]: root-confined file access (every path resolved inside `--root`), atomic
+//!      writes, the root's users and groups, `/etc/shadow`.
+//!    - [`failpoints`]: crash and failure injection (feature `failpoints`).
+//!    - [`logging`]: journald or stderr logging, set up once per binary.
+//!    - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
+//! 1. Files of a root
+//!    - [`apply`]: applying a current→desired config change to a root (files, units, backups,
+//!      SSH keys, password), validated and decoded before the disk is touched.
+//!    - [`validate`]: on-disk validation with the MCD's messages, every mismatch reported.
+//!    - [`units`]: unit enablement behind the [`units::UnitEnablement`] trait; offline links
+//!      for a root.
+//!    - [`input`]: reading configs (a file, an http(s) URL, a config server's answer) and the
+//!      recorded `currentconfig`.
+//! 2. The host and the cluster
+//!    - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions),
+//!      the booted deployment read with libostree, and the MCD's OS checks.
+//!    - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through
+//!      logind.
+//!    - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch),
+//!      drains through the Eviction API, rendered MachineConfigs from the API server.
+//! 3. The update
+//!    - [`engine`]: the update engine (state machine, persisted steps, rollback,
+//!      verification).
+//! 4. Ways to run it
+//!    - [`daemon`]: `mco-agent start`: start-up checks, following the desired config, drift
+//!      monitor.
+//!    - [`once`]: `once-from`: one config applied through the engine, without a cluster.
+//!    - [`metrics`]: Prometheus metrics (the MCD's names and ours) fed by the engine, served
+//!      on `127.0.0.1:8797/metrics`; the kubelet health check.
+//! 5. The command line
+//!    - [`cli`]: the `mco-agent` subcommands.
 
-pub mod apply;
-pub mod cli;
-pub mod cluster;
-pub mod daemon;
-pub mod engine;
+// 0. Foundations
 pub mod failpoints;
-pub mod host;
-pub mod input;
 pub mod logging;
-pub mod metrics;
 pub mod notify;
-pub mod once;
-pub mod os;
 pub mod rootfs;
+
+// 1. Files of a root
+pub mod apply;
+pub mod input;
 pub mod units;
 pub mod validate;
+
+// 2. The host and the cluster
+pub mod cluster;
+pub mod host;
+pub mod os;
+
+// 3. The update
+pub mod engine;
+
+// 4. Ways to run it
+pub mod daemon;
+pub mod metrics;
+pub mod once;
+
+// 5. The command line
+pub mod cli;
