@@ -13,6 +13,25 @@ rpm-spec/check.sh
 
 fail() { echo "tests/packaging.sh: FAIL: $*" >&2; exit 1; }
 
+# The in-memory fakes (feature `fakes` of mco-agent, for tests) are not in what ships: the
+# features cargo resolves for the spec's `cargo build -p mco-agent -p mco-firstboot` leave
+# `fakes` out (checked against a resolution that has it, so a changed output cannot pass), and
+# the debug binaries built above, which keep their symbols, name no fake type.
+shipped_features() { cargo tree --locked -q -p mco-agent -p mco-firstboot -e features,normal -i mco-agent "$@"; }
+with_fakes=$(shipped_features --features mco-agent/fakes)
+grep -qF 'mco-agent feature "fakes"' <<<"$with_fakes" ||
+  fail "cargo tree does not show the fakes feature even when asked for it (output changed?)"
+shipped=$(shipped_features)
+! grep -qF 'mco-agent feature "fakes"' <<<"$shipped" ||
+  fail "the shipped binaries are built with mco-agent's fakes feature: $shipped"
+fakes='Fake(OsUpdater|Systemd|Rebooter|LoginManager|NodeApi|Cluster)\b'
+for bin in mco-agent mco-firstboot; do
+  symbols=$(nm -C "${CARGO_TARGET_DIR:-target}/debug/$bin") || fail "nm $bin"
+  [ -n "$symbols" ] || fail "$bin has no symbols to check"
+  ! grep -qE "$fakes" <<<"$symbols" || fail "$bin contains a fake: $(grep -oE "$fakes" <<<"$symbols" | sort -u | tr '\n' ' ')"
+done
+echo "tests/packaging.sh: no fake in the shipped binaries (feature not resolved, no symbol)"
+
 # The spec's own %build, as a distribution's build system runs it (check.sh packages the debug
 # binaries for speed): rpmbuild from the source tarball runs `cargo build --release --locked` and
 # selinux/build.sh; about 6 min on 2 cores. The binaries in the RPM must run.

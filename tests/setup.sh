@@ -14,8 +14,8 @@ packages=(
   python3-gi util-linux
   # systemctl --root: the oracle for offline unit enablement
   systemd
-  # packaging checks
-  rpm selinux-policy-dev checkpolicy semodule-utils policycoreutils selinux-utils setools bzip2
+  # packaging checks (binutils: nm, the fakes check)
+  rpm selinux-policy-dev checkpolicy semodule-utils policycoreutils selinux-utils setools bzip2 binutils
   # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
   # benchmarks

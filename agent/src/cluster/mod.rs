@@ -3,7 +3,7 @@
 //! - [`annotations`]: the MCD's `machineconfiguration.openshift.io/*` annotation protocol.
 //! - [`NodeApi`]: what the daemon calls (report state, set the current config, drain,
 //!   uncordon, follow `desiredConfig`, record events, read rendered MachineConfigs), with
-//!   [`KubeNodeApi`] on a real API server and [`FakeNodeApi`] in memory.
+//!   [`KubeNodeApi`] on a real API server and `FakeNodeApi` in memory (feature `fakes`).
 //! - [`drain`]: agent-driven cordon and drain through the Eviction API; [`DrainMode::Controller`]
 //!   hands draining to a drain controller through `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
@@ -17,6 +17,7 @@ mod client;
 pub mod drain;
 pub mod error;
 pub mod events;
+#[cfg(any(test, feature = "fakes"))]
 mod fake;
 mod handshake;
 mod kube_node;
@@ -36,6 +37,7 @@ pub use annotations::NodeAnnotations;
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
 pub use drain::{DrainOptions, DrainReport, Drainer};
 pub use error::{BlockedPod, Blocker, ClusterError, DrainError};
+#[cfg(any(test, feature = "fakes"))]
 pub use fake::FakeNodeApi;
 pub use handshake::HandshakeOptions;
 pub use kube_node::KubeNodeApi;

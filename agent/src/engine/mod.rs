@@ -64,6 +64,7 @@
 //! root) staging is not locked, so the reboot somebody else makes finalizes it.
 
 pub mod backups;
+#[cfg(any(test, feature = "fakes"))]
 pub mod fake;
 pub mod live;
 pub mod observe;

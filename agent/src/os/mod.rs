@@ -3,7 +3,7 @@
 //!
 //! - [`OsUpdater`]: what the agent asks of rpm-ostree. [`DbusOsUpdater`] speaks
 //!   `org.projectatomic.rpmostree1` on the system bus (transactions over their peer-to-peer
-//!   socket); [`FakeOsUpdater`] is the in-memory stand-in for unit tests of callers.
+//!   socket); `FakeOsUpdater` (feature `fakes`) is the in-memory stand-in for tests of callers.
 //! - [`sysroot`]: the deployments read with libostree (booted checksum, origin, BLS kernel
 //!   arguments, staged/pending/rollback), for `--root` sysroots and validation.
 //! - [`validate`]: the MCD's two OS checks and their messages.
@@ -24,6 +24,7 @@
 
 pub mod dbus;
 mod error;
+#[cfg(any(test, feature = "fakes"))]
 pub mod fake;
 mod kargs;
 mod packages;
@@ -35,6 +36,7 @@ use async_trait::async_trait;
 
 pub use dbus::{Backoff, ClientConfig, DbusOsUpdater};
 pub use error::{GIO_ERROR_BUSY, OsError};
+#[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeOsUpdater, OsCall};
 pub use kargs::KargsChange;
 pub use packages::{BASE_KERNEL_PACKAGES, PackageChange};

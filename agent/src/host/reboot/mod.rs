@@ -18,6 +18,7 @@
 //!    `Reboot(false)`. A locked deployment is never rebooted away through logind: the shutdown
 //!    would drop it.
 
+#[cfg(any(test, feature = "fakes"))]
 mod fake;
 mod logind;
 #[cfg(test)]
@@ -35,6 +36,7 @@ use tracing::{info, warn};
 use crate::host::systemd::{DbusSystemd, Systemd, SystemdError, UnitState};
 use crate::os::{OsError, OsUpdater};
 
+#[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeLoginManager, FakeRebooter};
 pub use logind::{DbusLoginManager, Inhibitor, LoginError, LoginManager};
 

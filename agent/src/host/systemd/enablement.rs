@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 
-use super::{DbusSystemd, FakeSystemd, Systemd};
+use super::{DbusSystemd, Systemd};
 use crate::units::UnitEnablement;
 
 async fn enable(systemd: &dyn Systemd, units: &[String]) -> Result<()> {
@@ -49,8 +49,9 @@ impl UnitEnablement for DbusSystemd {
     }
 }
 
+#[cfg(any(test, feature = "fakes"))]
 #[async_trait]
-impl UnitEnablement for FakeSystemd {
+impl UnitEnablement for super::FakeSystemd {
     async fn enable(&self, units: &[String]) -> Result<()> {
         enable(self, units).await
     }
@@ -67,7 +68,7 @@ impl UnitEnablement for FakeSystemd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::systemd::SystemdCall;
+    use crate::host::systemd::{FakeSystemd, SystemdCall};
     use crate::units::EnablementPlan;
 
     #[tokio::test]

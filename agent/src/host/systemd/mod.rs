@@ -1,11 +1,12 @@
 //! The `Systemd` seam: unit files, daemon-reload and unit jobs through
 //! `org.freedesktop.systemd1.Manager`.
 //!
-//! [`DbusSystemd`] talks to the real manager over the system bus; [`FakeSystemd`] keeps
-//! unit states in memory and records calls, for unit tests of callers.
+//! [`DbusSystemd`] talks to the real manager over the system bus; `FakeSystemd` (feature
+//! `fakes`) keeps unit states in memory and records calls, for tests of callers.
 
 mod dbus;
 mod enablement;
+#[cfg(any(test, feature = "fakes"))]
 mod fake;
 
 use std::fmt;
@@ -13,6 +14,7 @@ use std::fmt;
 use async_trait::async_trait;
 
 pub use dbus::DbusSystemd;
+#[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeSystemd, SystemdCall};
 
 /// One change systemd reports for an enable/disable/mask/unmask/preset call
