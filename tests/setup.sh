@@ -16,7 +16,8 @@ packages=(
   systemd
   # packaging checks (binutils: nm, the fakes check)
   rpm selinux-policy-dev checkpolicy semodule-utils policycoreutils selinux-utils setools bzip2 binutils
-  # systemd in a container and VMs (qemu-utils pinned to bookworm: see vm-infra.md G1)
+  # systemd in a container and VMs (qemu-utils pinned to bookworm: a newer qemu-utils from
+  # backports breaks bookworm's qemu-system 7.2, and installing it alone removes qemu-img)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
   # benchmarks
   nginx-light wrk openssl

@@ -2,7 +2,7 @@
 //! 2.14's files stage and `mco-agent once-from` run on two identical fresh roots, and the trees
 //! must be equal: contents, modes, numeric owners, link targets.
 //!
-//! Ignition runs against an alternate root with the workarounds of test-infra §3: the config
+//! Ignition runs against an alternate root with the workarounds Debian's build needs: the config
 //! cache comes from the `fetch-offline` stage, `setfiles` is a no-op shim first on PATH (the
 //! Debian build always relabels), the root has `etc/selinux/config`. Ignition only writes a
 //! preset file for `enabled`; `systemctl --root R preset-all` turns it into the links we create.

@@ -1,5 +1,5 @@
 //! Logging under systemd: a child process, in a private mount namespace with its own
-//! systemd-journald (test-infra.md §7), logs through `logging::init`; the structured fields are
+//! systemd-journald (no systemd runs as PID 1 here), logs through `logging::init`; the structured fields are
 //! read back from the journal files with `journalctl -D ... -o json`.
 
 use std::path::Path;

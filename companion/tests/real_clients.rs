@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
 
-/// A throw-away root prepared the way Debian's Ignition needs it (test-infra.md §3): SELinux
+/// A throw-away root prepared the way Debian's Ignition needs it: SELinux
 /// config present with a no-op `setfiles` on PATH, and passwd/group/shadow for useradd --root.
 struct IgnitionRun {
     dir: tempfile::TempDir,

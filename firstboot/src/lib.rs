@@ -1,5 +1,6 @@
 //! `mco-firstboot`: completes a node's first boot before kubelet starts, as the MCD's
-//! `firstboot-complete-machineconfig` does (mcd-behaviour.md §1.10).
+//! `firstboot-complete-machineconfig` does (upstream
+//! `cmd/machine-config-daemon/firstboot_complete_machineconfig.go`).
 //!
 //! A node provisioned by the config server has Ignition's files already; what Ignition cannot
 //! do is the OS: the image, kernel arguments, kernel type and extensions. The config server

@@ -1,7 +1,7 @@
 //! The update engine: one explicit state enum ([`record::Step`]), one transition function
 //! (`Engine::transition`, in `steps.rs`), the update in progress persisted before every
-//! step that can be interrupted ([`record`]). `once-from`, the daemon (`start`) and the
-//! first-boot binary drive it.
+//! step that can be interrupted ([`record`]). `once-from` and the daemon (`start`) drive it;
+//! `mco-firstboot` uses only its OS step ([`stage_os_changes`], [`running_deployment`]).
 //!
 //! An update runs: reconcile (Unreconcilable with the MCD's reason) → preflight validation of
 //! the disk against the current config (skipped with the force file) → plan → *record* →
@@ -314,7 +314,7 @@ pub fn read_boot_id(path: &Path) -> Result<String> {
     Ok(id)
 }
 
-/// `name` with `new`'s OS fields replaced by `os_from`'s (what a node runs when OS changes are
+/// `new` with its OS fields replaced by `os_from`'s (what a node runs when OS changes are
 /// left out).
 pub fn with_os_of(new: &MachineConfig, os_from: &MachineConfig) -> MachineConfig {
     let mut mc = new.clone();

@@ -8,7 +8,8 @@
 //!   arguments, staged/pending/rollback), for `--root` sysroots and validation.
 //! - [`validate`]: the MCD's two OS checks and their messages.
 //!
-//! Typical use, in the MCD's order (mcd-behaviour.md §4):
+//! Typical use, in the MCD's order (clean up a pending deployment, rebase, then kernel
+//! arguments; upstream `pkg/daemon/update.go`):
 //! ```no_run
 //! # use mco_agent::os::*;
 //! # async fn f(plan_kargs_argv: &[String], image: &str) -> Result<(), OsError> {

@@ -1,4 +1,5 @@
-//! Package changes: kernel-type switches and their revert (mcd-behaviour.md §4), extensions.
+//! Package changes: kernel-type switches and their revert, extensions (as the MCD makes them
+//! with `rpm-ostree override remove ... --install ...`, upstream `pkg/daemon/update.go`).
 
 use super::error::OsError;
 use super::types::Deployment;
@@ -12,7 +13,7 @@ pub struct PackageChange {
     pub override_reset: Vec<String>,
 }
 
-/// The base kernel packages a kernel-type switch removes (mcd-behaviour.md §4).
+/// The base kernel packages a kernel-type switch removes (the MCD's list).
 pub const BASE_KERNEL_PACKAGES: &[&str] = &[
     "kernel",
     "kernel-core",

@@ -1,4 +1,5 @@
-//! The two on-disk checks the MCD makes of the OS (mcd-behaviour.md §3), with its messages:
+//! The two on-disk checks the MCD makes of the OS (upstream `pkg/daemon/on_disk_validation.go`
+//! and `daemon.go`), with its messages:
 //! `expected target osImageURL %q, have %q` and `missing expected kernel arguments: %v`.
 
 use machine_config::kargs;

@@ -1,7 +1,10 @@
 use super::*;
 use SpecVersion::*;
 
-/// Every row of mcd-behaviour.md §6 "Version negotiation", plus the MCS's own test headers.
+/// Every case of the MCS's version negotiation (`detectSpecVersionFromAcceptHeader`: no, invalid
+/// or non-Ignition header ⇒ 2.2.0; 2.x ⇒ 2.2.0; 3.y beyond 3.5 ⇒ 3.5.0; an unknown major is
+/// refused; media ranges are tried by descending q and the first Ignition one with a valid
+/// version wins), plus the MCS's own test headers.
 #[test]
 fn negotiation_table() {
     let ign = "application/vnd.coreos.ignition+json";

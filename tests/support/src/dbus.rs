@@ -3,7 +3,7 @@
 //! Each [`PrivateBus`] runs its own `dbus-daemon --nofork` with a generated configuration in a
 //! temporary directory: a `system`-type bus listening on a unix socket there, EXTERNAL
 //! authentication, and a default policy that lets every connection own any name and talk to any
-//! peer (test-infra.md §6). The daemon is killed and the directory removed on drop.
+//! peer. The daemon is killed and the directory removed on drop.
 //!
 //! Clients reach it through [`PrivateBus::address`]; code under test that calls
 //! `zbus::Connection::system()` finds it when `DBUS_SYSTEM_BUS_ADDRESS` is set to that address

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-/// Exit status of `systemd-nspawn` when the container rebooted (vm-infra.md G8).
+/// Exit status of `systemd-nspawn` when the container rebooted (its `reboot` ends nspawn with
+/// 133, so a caller may start it again on the same root).
 pub const REBOOT_EXIT_CODE: i32 = 133;
 
 fn workspace_root() -> PathBuf {

@@ -1,9 +1,9 @@
 //! An rpm-ostree stand-in: `org.projectatomic.rpmostree1` over a real ostree sysroot.
 //!
-//! rpm-ostree cannot be installed on these machines (test-infra.md §2). This daemon implements
-//! the part of its D-Bus API the agent uses, as `org.projectatomic.rpmostree1.xml` declares it
-//! (names, signatures, option keys, object paths, errors) and with rpm-ostreed's transaction
-//! model (see [`txn`]):
+//! rpm-ostree is not packaged for Debian, where the tests run. This daemon implements the part
+//! of its D-Bus API the agent uses, as rpm-ostree's `src/daemon/org.projectatomic.rpmostree1.xml`
+//! declares it (names, signatures, option keys, object paths, errors) and with rpm-ostreed's
+//! transaction model (see [`txn`]):
 //!
 //! - `Sysroot` at `/org/projectatomic/rpmostree1/Sysroot`: `RegisterClient`, `UnregisterClient`,
 //!   `Reload`, `ReloadConfig`, `GetOS`; properties `Booted`, `Path`, `ActiveTransaction`,

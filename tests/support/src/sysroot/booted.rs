@@ -1,4 +1,4 @@
-//! The booted simulation (test-infra.md §1): a process that sees a deployment of a test sysroot
+//! The booted simulation: a process that sees a deployment of a test sysroot
 //! as the running system, so libostree reports it booted and stages deployments.
 //!
 //! `unshare -m` gives the process its own mount namespace. Inside, the deployment directory

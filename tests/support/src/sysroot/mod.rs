@@ -1,4 +1,4 @@
-//! A real ostree sysroot in a temporary directory, for tests (test-infra.md §1).
+//! A real ostree sysroot in a temporary directory, for tests.
 //!
 //! [`TestSysroot::builder`] makes a fake OS tree (kernel and initramfs under
 //! `usr/lib/modules/<kver>/`, `usr/lib/os-release`, `usr/etc`), commits it into the sysroot's own
