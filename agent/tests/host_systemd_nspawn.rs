@@ -7,9 +7,9 @@ use mco_agent::host::systemd::{ActiveState, DbusSystemd, JobKind, Systemd, Syste
 use mco_agent::units::EnablementPlan;
 use mco_test_support::nspawn::{self, Container, Options};
 
-fn boot() -> Option<Container> {
-    let rootfs = nspawn::rootfs().expect("container rootfs")?;
-    Some(Container::boot(&rootfs, &Options::default()).expect("boot the container"))
+fn boot() -> Container {
+    let rootfs = nspawn::rootfs().expect("container rootfs");
+    Container::boot(&rootfs, &Options::default()).expect("boot the container")
 }
 
 async fn systemd_of(container: &Container) -> DbusSystemd {
@@ -33,7 +33,7 @@ const VENDOR_DIR: &str = "/usr/lib/systemd/system";
 
 #[tokio::test]
 async fn unit_files_enable_disable_mask_unmask_preset() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let unit = "mco-files.service";
     container
@@ -130,7 +130,7 @@ async fn unit_files_enable_disable_mask_unmask_preset() {
 
 #[tokio::test]
 async fn mask_refuses_to_replace_a_unit_file_in_etc() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let unit = "mco-local.service";
     container
@@ -152,7 +152,7 @@ async fn mask_refuses_to_replace_a_unit_file_in_etc() {
 
 #[tokio::test]
 async fn daemon_reload_picks_up_changed_unit_files() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let unit = "mco-reload.service";
     let path = format!("/etc/systemd/system/{unit}");
@@ -180,7 +180,7 @@ async fn daemon_reload_picks_up_changed_unit_files() {
 
 #[tokio::test]
 async fn restart_replaces_the_main_process_and_waits_for_the_job() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let unit = "mco-restart.service";
     container
@@ -212,7 +212,7 @@ async fn restart_replaces_the_main_process_and_waits_for_the_job() {
 
 #[tokio::test]
 async fn a_failing_restart_is_an_error_naming_unit_and_result() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let unit = "mco-broken.service";
     container
@@ -241,7 +241,7 @@ async fn a_failing_restart_is_an_error_naming_unit_and_result() {
 
 #[tokio::test]
 async fn reload_needs_exec_reload() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     container
         .write_file(
@@ -278,7 +278,7 @@ async fn reload_needs_exec_reload() {
 
 #[tokio::test]
 async fn active_state_of_loaded_unloaded_and_missing_units() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let systemd = systemd_of(&container).await;
     let dbus = systemd
         .unit_active_state("dbus.service")
@@ -310,7 +310,7 @@ async fn active_state_of_loaded_unloaded_and_missing_units() {
 /// which must follow `DBUS_SYSTEM_BUS_ADDRESS` (set here on a child process).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_system_bus_address_is_taken_from_the_environment() {
-    let Some(container) = boot() else { return };
+    let container = boot();
     let out = mco_test_support::child::test_command("child_uses_the_system_bus_address")
         .env("DBUS_SYSTEM_BUS_ADDRESS", container.bus_address())
         .output()

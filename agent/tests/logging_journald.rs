@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mco_agent::logging::{self, LogSink};
-use mco_test_support::child;
+use mco_test_support::{child, component};
 use serde_json::Value;
 
 const JOURNALD: &str = "/lib/systemd/systemd-journald";
@@ -28,8 +28,7 @@ fn cannot_run() -> Option<String> {
 #[test]
 fn structured_fields_reach_the_journal() {
     if let Some(why) = cannot_run() {
-        eprintln!("\n!!! SKIPPED: a private journald cannot run here: {why}\n");
-        return;
+        component::missing("journald", &format!("a private systemd-journald ({why})"));
     }
     let out = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new("unshare");

@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod child;
+pub mod component;
 pub mod dbus;
 pub mod logind;
 pub mod nspawn;

@@ -9,8 +9,8 @@
 //!
 //! Rootfs: `$MCO_TEST_ROOTFS` if set (used as is), else `$MCO_VM_CACHE/rootfs` (default
 //! `tests/vm/.cache/rootfs`), built or refreshed by the builder first (idempotent, ~0.02 s when
-//! current). [`rootfs`] returns `None`, after a loud message, only when the builder cannot run
-//! here (not root, or nspawn/debootstrap/the builder missing).
+//! current). When the builder cannot run here (not root, or nspawn/debootstrap/the builder
+//! missing), [`rootfs`] fails the test with the reason ([`crate::component::missing`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -60,9 +60,9 @@ fn builder_unavailable(builder: &Path) -> Option<String> {
     None
 }
 
-/// The container rootfs, built or refreshed first; `None` (after a loud message on stderr)
-/// when it cannot be built on this machine, so the caller skips its test.
-pub fn rootfs() -> Result<Option<PathBuf>> {
+/// The container rootfs, built or refreshed first. Fails the test, naming the reason, when it
+/// cannot be built on this machine (see [`crate::component`] for the opt-out).
+pub fn rootfs() -> Result<PathBuf> {
     if let Some(explicit) = std::env::var_os("MCO_TEST_ROOTFS") {
         let path = PathBuf::from(explicit);
         if !path.join("etc/os-release").exists() && !path.join("usr/lib/os-release").exists() {
@@ -71,15 +71,17 @@ pub fn rootfs() -> Result<Option<PathBuf>> {
                 path.display()
             );
         }
-        return Ok(Some(path));
+        return Ok(path);
     }
     let builder = workspace_root().join("tests/vm/build-image.sh");
     if let Some(why) = builder_unavailable(&builder) {
-        eprintln!(
-            "\n!!! SKIPPED: this test boots systemd in a container, but its rootfs cannot be built here: {why}.\n\
-             !!! Run as root after tests/setup.sh, or set MCO_TEST_ROOTFS to a Debian rootfs with systemd.\n"
+        crate::component::missing(
+            "nspawn",
+            &format!(
+                "a booted systemd container, whose rootfs cannot be built here ({why}; \
+                 MCO_TEST_ROOTFS may name a Debian rootfs with systemd instead)"
+            ),
         );
-        return Ok(None);
     }
     let out = Command::new(&builder)
         .arg("rootfs")
@@ -95,7 +97,7 @@ pub fn rootfs() -> Result<Option<PathBuf>> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(Some(cache_dir().join("rootfs")))
+    Ok(cache_dir().join("rootfs"))
 }
 
 /// How to start a container.
