@@ -21,7 +21,6 @@ use crate::rootfs::{Root, RootError};
 use crate::units::{EnablementPlan, UnitEnablement};
 
 pub use passwd::authorized_keys_path;
-pub use prepare::CORE_USER;
 
 /// A config that cannot be applied; nothing was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

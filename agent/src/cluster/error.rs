@@ -23,8 +23,6 @@ pub enum ClusterError {
     MachineConfigNotFound(String),
     #[error("machineconfig {name:?} from the API server is invalid: {message}")]
     InvalidMachineConfig { name: String, message: String },
-    #[error("node {node} has an invalid annotation: {message}")]
-    InvalidAnnotation { node: String, message: String },
     #[error(transparent)]
     Drain(#[from] DrainError),
     /// The drain controller did not answer a `desiredDrain` request in time.

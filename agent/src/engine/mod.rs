@@ -102,7 +102,6 @@ pub use os::{
 };
 pub use record::{Step, UpdateRecord};
 pub use report::{ClusterReport, NoCluster, Reporter, Status};
-pub use verify::NodeValidation;
 
 /// Where the kernel says which boot this is.
 pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";

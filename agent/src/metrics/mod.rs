@@ -37,7 +37,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 pub use observer::MetricsObserver;
-pub use server::{MetricsArgs, MetricsHandle, start};
+pub use server::{MetricsArgs, start};
 
 /// Label pairs of one series.
 type Labels = Vec<(String, String)>;

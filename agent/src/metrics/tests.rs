@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::{MetricsArgs, MetricsHandle, start};
+use super::server::MetricsHandle;
+use super::{MetricsArgs, start};
 use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, REBOOT_FILE, mc};
 use crate::engine::{Engine, Outcome};
 use crate::rootfs::Root;

@@ -65,10 +65,6 @@ pub enum OsError {
 
     #[error("ostree sysroot {}: {message}", path.display())]
     Sysroot { path: PathBuf, message: String },
-
-    /// A fake failure injected by a unit test.
-    #[error("{0}")]
-    Injected(String),
 }
 
 impl OsError {

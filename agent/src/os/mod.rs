@@ -40,11 +40,10 @@ pub use error::{GIO_ERROR_BUSY, OsError};
 #[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeOsUpdater, OsCall};
 pub use kargs::KargsChange;
-pub use packages::{BASE_KERNEL_PACKAGES, PackageChange};
-pub use sysroot::{SysrootState, read_sysroot, read_sysroot_async};
+pub use packages::PackageChange;
+pub use sysroot::read_sysroot_async;
 pub use types::{
     BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,
-    strip_image_transport,
 };
 pub use validate::{OsMismatch, check_kernel_args, check_os_image};
 

@@ -52,7 +52,8 @@ impl Accounts {
         Ok(accounts)
     }
 
-    /// Builds databases from `passwd` and `group` texts (for tests and callers with the text).
+    /// Builds databases from `passwd` and `group` texts.
+    #[cfg(test)]
     pub fn from_texts(passwd: &str, group: &str) -> Self {
         Accounts {
             users: passwd.lines().filter_map(parse_user).collect(),

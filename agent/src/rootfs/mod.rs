@@ -26,7 +26,6 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 pub use error::{RootError, go_error_text};
-pub use resolve::DEFAULT_DIR_MODE;
 use temp::create_with_temp_name;
 pub use temp::temp_writer_pid;
 

@@ -62,6 +62,7 @@ impl PresetPolicy {
     }
 
     /// Builds a policy from one preset file's text.
+    #[cfg(test)]
     pub fn from_text(text: &str) -> Self {
         let mut p = PresetPolicy::default();
         p.push_text(text);

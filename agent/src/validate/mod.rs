@@ -18,8 +18,8 @@ use machine_config::{Config, File, Unit};
 use crate::rootfs::{FileKind, Opened, Root, RootError, go_error_text};
 use crate::units::{OfflineUnits, SYSTEM_UNIT_DIR, UnitFileState};
 
-pub use gofmt::{go_file_mode, go_mode_string, go_mode_triple, go_quote};
-pub use report::{Facts, Mismatch, MismatchKind, ValidationReport, octal, sha256_hex};
+pub use gofmt::{go_file_mode, go_mode_triple, go_quote};
+pub use report::{Facts, Mismatch, MismatchKind, ValidationReport, octal};
 
 /// Files the MCD never validates: the certificate writer owns them and may change them.
 pub const SKIPPED_FILES: [&str; 3] = [

@@ -4,6 +4,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
+use super::report::sha256_hex;
 use super::*;
 
 const CONFIG: &str = r#"{
