@@ -154,7 +154,7 @@ impl NodeApi for FakeNodeApi {
     async fn set_current(&self, config: &str) -> Result<(), ClusterError> {
         self.write(&[
             (CURRENT_CONFIG, Some(config)),
-            (STATE, Some("Done")),
+            (STATE, Some(NodeState::Done.as_str())),
             (REASON, Some("")),
         ])
     }

@@ -223,7 +223,7 @@ impl Reporter {
         let before = self.status();
         if before.state != NodeState::Done || before.current.as_deref() != Some(config) {
             tracing::info!(
-                state = "Done",
+                state = NodeState::Done.as_str(),
                 from = before.state.as_str(),
                 config,
                 "Transitioned from state: {} -> Done (current config {config})",
