@@ -34,6 +34,10 @@ impl KargsChange {
             if value.is_empty() {
                 return Err(invalid("empty kernel argument"));
             }
+            // Neither a kernel command line nor a D-Bus string can carry a NUL byte.
+            if value.contains('\0') {
+                return Err(invalid("kernel argument contains a NUL byte"));
+            }
             let list = match flag {
                 "--append" => &mut c.append,
                 "--replace" => &mut c.replace,
@@ -52,11 +56,18 @@ impl KargsChange {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.append.is_empty()
-            && self.replace.is_empty()
-            && self.delete.is_empty()
-            && self.append_if_missing.is_empty()
-            && self.delete_if_present.is_empty()
+        self.lists().all(|list| list.is_empty())
+    }
+
+    fn lists(&self) -> impl Iterator<Item = &Vec<String>> {
+        [
+            &self.append,
+            &self.replace,
+            &self.delete,
+            &self.append_if_missing,
+            &self.delete_if_present,
+        ]
+        .into_iter()
     }
 
     /// The arguments `existing` becomes, computed as rpm-ostreed computes them (libostree's
@@ -64,6 +75,13 @@ impl KargsChange {
     /// (e.g. deleting an argument that is not there).
     pub fn apply_to(&self, existing: &str) -> Result<(String, bool), String> {
         let change = self;
+        // libostree takes C strings: a NUL byte would panic in the bindings, not fail.
+        if let Some(with_nul) = std::iter::once(existing)
+            .chain(self.lists().flatten().map(String::as_str))
+            .find(|s| s.contains('\0'))
+        {
+            return Err(format!("kernel arguments {with_nul:?} contain a NUL byte"));
+        }
         let kargs = ostree::KernelArgs::from_string(existing);
         let before: Vec<String> = kargs.to_strv().iter().map(|s| s.to_string()).collect();
         let mut changed = false;
@@ -128,9 +146,13 @@ mod tests {
             ("--append=", "empty"),
             ("--editor=x", "expected --append"),
             ("nosmt", "--flag=value"),
+            ("--append=a\0b", "NUL byte"),
         ] {
             let e = KargsChange::from_argv(&[arg]).unwrap_err().to_string();
-            assert!(e.contains(arg) && e.contains(why), "{arg}: {e}");
+            assert!(
+                e.contains(&format!("{arg:?}")) && e.contains(why),
+                "{arg:?}: {e}"
+            );
         }
     }
 
@@ -152,5 +174,20 @@ mod tests {
             .apply_to("root=x")
             .unwrap_err();
         assert!(e.contains("gone"), "{e}");
+    }
+
+    /// Found by the `kargs` fuzz target: a NUL byte in the booted command line (or in an
+    /// argument built without `from_argv`) panicked inside the libostree bindings.
+    #[test]
+    fn a_nul_byte_is_an_error_not_a_panic() {
+        let change = KargsChange::from_argv(&["--append=enforcing=0"]).unwrap();
+        let e = change.apply_to("root=/dev/vda\0rw").unwrap_err();
+        assert!(e.contains("NUL byte") && e.contains("root=/dev/vda"), "{e}");
+        let raw = KargsChange {
+            delete_if_present: vec!["a\0b".to_string()],
+            ..KargsChange::default()
+        };
+        let e = raw.apply_to("root=/dev/vda").unwrap_err();
+        assert!(e.contains(r#""a\0b""#), "{e}");
     }
 }
