@@ -128,6 +128,22 @@ pub(crate) fn check_type_meta_of(
     }
 }
 
+/// Refuses what no kernel command line (and no D-Bus string to rpm-ostree) can carry, so that
+/// such a config fails when it is read, not in the middle of an update.
+fn check_kernel_arguments(args: &[String]) -> Result<(), ParseError> {
+    let issues: Vec<Issue> = args
+        .iter()
+        .enumerate()
+        .filter(|(_, arg)| arg.contains('\0'))
+        .map(|(i, _)| Issue::new(format!("$.spec.kernelArguments.{i}"), "contains a NUL byte"))
+        .collect();
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(ParseError::Invalid(issues))
+    }
+}
+
 impl MachineConfig {
     /// A MachineConfig with the given name and spec.
     pub fn new(name: impl Into<String>, spec: MachineConfigSpec) -> Self {
@@ -158,6 +174,7 @@ impl MachineConfig {
     pub fn from_value_parsed(value: Value) -> Result<(Self, ParsedConfig), ParseError> {
         check_type_meta(&value, "MachineConfig")?;
         let mc: MachineConfig = typed(value)?;
+        check_kernel_arguments(&mc.spec.kernel_arguments)?;
         let parsed = mc.parsed_ignition()?;
         Ok((mc, parsed))
     }

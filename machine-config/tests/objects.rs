@@ -146,7 +146,7 @@ fn go_style_nulls_and_empty_configs() {
 
 #[test]
 fn machineconfig_errors_are_located() {
-    let cases: [(&str, &str); 6] = [
+    let cases: [(&str, &str); 7] = [
         (
             "kind: Pod\napiVersion: v1\n",
             "$.apiVersion: expected \"machineconfiguration.openshift.io/v1\", got \"v1\"; $.kind: expected \"MachineConfig\", got \"Pod\"",
@@ -159,6 +159,11 @@ fn machineconfig_errors_are_located() {
         (
             "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nspec:\n  kernelArguments: nosmt\n",
             "$.spec.kernelArguments: invalid type: string \"nosmt\", expected a sequence",
+        ),
+        // a NUL byte fails when the config is read, not at `rpm-ostree kargs` (found fuzzing)
+        (
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nspec:\n  kernelArguments: [nosmt, \"a=\\0\"]\n",
+            "$.spec.kernelArguments.1: contains a NUL byte",
         ),
         ("a: [1\n", "invalid YAML"),
         ("{\"a\": ", "invalid JSON"),
