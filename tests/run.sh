@@ -56,6 +56,10 @@ examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; exit 1; 
 # Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step.
 cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
 
+# Fuzzing smoke run: every fuzz target built on the stable toolchain and run for 10 s from its
+# seeds (docs/fuzzing.md); a crash, timeout or OOM fails here.
+tests/fuzz.sh 10
+
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
 # policy, RPM build and install, Containerfile inputs, no fake in the shipped binaries.
 tests/packaging.sh

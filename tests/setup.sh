@@ -19,6 +19,8 @@ packages=(
   # systemd in a container and VMs (qemu-utils pinned to bookworm: a newer qemu-utils from
   # backports breaks bookworm's qemu-system 7.2, and installing it alone removes qemu-img)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
+  # fuzzing: libfuzzer-sys builds libFuzzer's C++ runtime from source (tests/fuzz.sh)
+  g++
   # benchmarks
   nginx-light wrk openssl
 )
