@@ -61,8 +61,8 @@ impl PresetPolicy {
         Ok(policy)
     }
 
-    /// Builds a policy from one preset file's text.
-    #[cfg(test)]
+    /// Builds a policy from one preset file's text (tests and the fuzz targets read presets
+    /// without a root).
     pub fn from_text(text: &str) -> Self {
         let mut p = PresetPolicy::default();
         p.push_text(text);
