@@ -38,11 +38,6 @@ fuzz_target!(|data: &[u8]| {
                 &url.data,
                 "encode_percent",
             );
-            decodes_to(
-                &mco_companion::served::data_url(&url.data),
-                &url.data,
-                "served::data_url",
-            );
         }
         let _ = decode_resource("/fuzz/url", &resource(text.to_string(), None, None));
     }

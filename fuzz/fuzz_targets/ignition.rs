@@ -5,18 +5,24 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use machine_config::document::Document;
+use machine_config::document::parse_value;
 use machine_config::downtranslate::{self, DownTranslateError};
-use machine_config::{Config, ParsedConfig, SpecVersion};
+use machine_config::{Config, MachineConfig, ParsedConfig, SpecVersion};
 
 fuzz_target!(|data: &[u8]| {
-    let parsed = match Document::parse(data) {
-        Ok(Document::Ignition(parsed)) => *parsed,
-        Ok(Document::MachineConfig(mc)) => match mc.parsed_ignition() {
+    // A MachineConfig is told from a bare Ignition config as the agent's input does it.
+    let Ok(value) = parse_value(data) else { return };
+    let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
+    let parsed = if is_mc {
+        match MachineConfig::from_value_parsed(value) {
+            Ok((_, parsed)) => parsed,
+            Err(_) => return,
+        }
+    } else {
+        match ParsedConfig::from_value(value) {
             Ok(parsed) => parsed,
             Err(_) => return,
-        },
-        Err(_) => return,
+        }
     };
     let config = parsed.config;
     let _ = config.validate();
