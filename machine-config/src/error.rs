@@ -169,11 +169,7 @@ pub(crate) fn entry_subject(
     item: &serde_json::Value,
     outer: Option<&str>,
 ) -> Option<String> {
-    let field = |key: &str| {
-        item.get(key)
-            .and_then(serde_json::Value::as_str)
-            .map(crate::ignition::validate::named)
-    };
+    let field = |key: &str| item.get(key).and_then(serde_json::Value::as_str).map(named);
     Some(match list {
         "files" => format!("file {}", field("path")?),
         "directories" => format!("directory {}", field("path")?),
@@ -256,6 +252,20 @@ fn json_path_from_serde(p: &str) -> String {
         }
     }
     out
+}
+
+/// A path or name quoted for a message; a hostile, very long one is shortened (it is not a
+/// secret, but a reason string must stay readable).
+pub(crate) fn named(s: &str) -> String {
+    const MAX: usize = 256;
+    if s.len() <= MAX {
+        return format!("{s:?}");
+    }
+    let mut end = MAX / 2;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &s[..end], s.len())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 
 use super::types::{Config, NodeOwner};
 use crate::error::Issue;
+pub(crate) use crate::error::named;
 
 /// Go's `%#o`: `0` followed by the octal digits (`0` for zero), as the MCO prints modes.
 pub fn go_octal(mode: i64) -> String {
@@ -53,20 +54,6 @@ pub(crate) fn check_path(p: &str) -> Result<(), &'static str> {
         return Err("path is not fully simplified");
     }
     Ok(())
-}
-
-/// A path or name quoted for a message; a hostile, very long one is shortened (it is not a
-/// secret, but a reason string must stay readable).
-pub(crate) fn named(s: &str) -> String {
-    const MAX: usize = 256;
-    if s.len() <= MAX {
-        return format!("{s:?}");
-    }
-    let mut end = MAX / 2;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}… ({} bytes)", &s[..end], s.len())
 }
 
 /// Problems found so far, each with what it is about.
