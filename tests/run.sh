@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README): installs what is missing, then runs every test tier.
+# The project's test command (README, docs/testing.md): installs what is missing, then runs every test tier.
 #
 # A test whose real component is missing fails with the reason. A machine that cannot have a
 # component opts out explicitly: MCO_TEST_SKIP=nspawn,journald,vm (any of them) leaves those
@@ -40,7 +40,7 @@ if [ $skip_nspawn = no ]; then
   tests/vm/build-image.sh rootfs
 fi
 
-# Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see README "What is real").
+# Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
 if [ ${#left_out[@]} -gt 0 ]; then
   echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run:"
   cargo nextest list --workspace --all-targets --message-format oneline -E "$joined" | sed 's/^/  skipped: /'
@@ -49,6 +49,8 @@ cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
 cargo test --workspace --doc
 # The API docs build without a warning (broken, private or ambiguous intra-doc links): ~15 s warm.
 RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+# Every relative link of README.md and docs/ names a file (and heading) of the repository.
+tests/doc_links.py
 
 # The README's main job: the companion, the agent and status on a sandbox root (target/demo/).
 examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; exit 1; }

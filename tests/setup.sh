@@ -23,6 +23,8 @@ packages=(
   g++
   # benchmarks
   nginx-light wrk openssl
+  # the docs' link check (tests/doc_links.py)
+  python3
 )
 
 missing=()
