@@ -75,6 +75,7 @@ pub mod report;
 pub mod stale_temps;
 mod start;
 mod steps;
+pub mod transitions;
 mod verify;
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
-use super::{Engine, Observation, Outcome, UpdateReport, backups, os, with_os_of};
+use super::{Engine, Observation, Outcome, UpdateReport, backups, os, transitions, with_os_of};
 use crate::apply::{self, ApplyOptions};
 use crate::failpoints::failpoint;
 use crate::input;
@@ -101,8 +101,9 @@ impl Engine {
         };
         tracing::info!(update = rec.describe(), recorded = %rec.step, resume = %step, rebooted, "resuming the recorded update");
         if step != rec.step {
+            let moved = transitions::check(Some(rec.step), Some(step));
             rec.step = step;
-            if let Err(e) = record::store(&self.root, &rec) {
+            if let Err(e) = moved.and_then(|()| record::store(&self.root, &rec)) {
                 ctx.report.outcome = Outcome::Degraded(format!("{e:#}"));
                 return self.finish(ctx.report, rec.started_ms).await;
             }
@@ -161,6 +162,8 @@ impl Engine {
                 &rec,
                 UpdateReport::new(rec.current.name(), rec.desired.name()),
             )
+            .map_err(|e| format!("{e:#}"))?;
+        transitions::check(Some(rec.step), Some(Step::RollingBack))
             .map_err(|e| format!("{e:#}"))?;
         rec.reason = Some(why);
         rec.step = Step::RollingBack;
@@ -267,6 +270,7 @@ impl Engine {
         rec.first_application = first;
         rec.force = force;
         rec.reboot = plan.reboot;
+        transitions::check(None, Some(step)).map_err(degraded)?;
         backups::prepare(&self.root, &mut rec, &current_ign, &desired_ign).map_err(degraded)?;
         record::store(&self.root, &rec).map_err(degraded)?;
         tracing::info!(

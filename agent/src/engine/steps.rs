@@ -11,7 +11,7 @@ use machine_config::plan::{Plan, PolicyOptions};
 
 use super::record::{self, Step, UpdateRecord};
 use super::report::LastUpdate;
-use super::{Engine, Outcome, UpdateReport, backups, os, post_actions};
+use super::{Engine, Outcome, UpdateReport, backups, os, post_actions, transitions};
 use crate::apply::{ApplyOptions, apply};
 use crate::failpoints::failpoint;
 use crate::input;
@@ -82,6 +82,10 @@ impl Engine {
                     break;
                 }
             };
+            if let Err(e) = transitions::check(Some(rec.step), Some(step)) {
+                ctx.report.outcome = Outcome::Degraded(format!("{e:#}"));
+                break;
+            }
             rec.step = step;
             rec.boot_id = self.boot_id.clone();
             if let Err(e) = record::store(&self.root, &rec) {
@@ -111,7 +115,7 @@ impl Engine {
                 Err(e) => {
                     // Nothing was written: the update simply did not start.
                     let reason = format!("{e:#}");
-                    if let Err(e) = record::clear(&self.root) {
+                    if let Err(e) = self.clear_record(Step::Draining) {
                         tracing::warn!(error = %format!("{e:#}"), "clearing the update record");
                     }
                     Next::Finish(Outcome::Degraded(reason))
@@ -314,7 +318,7 @@ impl Engine {
         {
             tracing::warn!(error = %format!("{e:#}"), "could not remove the force file");
         }
-        if let Err(e) = record::clear(&self.root) {
+        if let Err(e) = self.clear_record(rec.step) {
             return Outcome::Degraded(format!("{e:#}"));
         }
         self.reporter.step(&self.root, None, "");
@@ -367,7 +371,7 @@ impl Engine {
                     reason,
                     "rolled back to the current config"
                 );
-                if let Err(e) = record::clear(&self.root) {
+                if let Err(e) = self.clear_record(Step::RollingBack) {
                     return Next::Finish(Outcome::Degraded(format!("{reason}; {e:#}")));
                 }
                 self.reporter.step(&self.root, None, "");
@@ -378,6 +382,13 @@ impl Engine {
                 rec.current.name()
             ))),
         }
+    }
+
+    /// Drops the record of an update at step `from`: it completed, was rolled back, or never
+    /// started writing.
+    fn clear_record(&self, from: Step) -> Result<()> {
+        transitions::check(Some(from), None)?;
+        record::clear(&self.root)
     }
 
     /// Removes staged OS changes and re-applies the current config over the desired one.
