@@ -5,7 +5,7 @@ use machine_config::mco::NodeState;
 use super::*;
 use crate::engine::Outcome;
 use crate::engine::fake::ClusterCall;
-use crate::os::{CleanupTarget, KargsChange, OsCall};
+use crate::os::{CleanupTarget, KargsChange, OsCall, OsUpdater};
 
 fn a() -> MachineConfig {
     mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &["nosmt"], IMAGE)
@@ -125,6 +125,31 @@ async fn a_reboot_that_did_not_take_degrades_with_what_is_missing_and_never_comm
     node.reboot(false);
     assert_eq!(node.engine().resume().await.unwrap().outcome, Outcome::Done);
     assert_eq!(node.current().as_deref(), Some("rendered-b"));
+}
+
+/// A reboot that did not take is verified again at each start: once a later boot runs the
+/// update (here the kernel arguments, set by hand, and a reboot), it is committed.
+#[tokio::test]
+async fn an_update_that_did_not_take_is_committed_once_a_later_boot_runs_it() {
+    let node = node_in_a().await;
+    node.engine().update(&b(), false).await;
+    node.reboot(true);
+    let report = node.engine().resume().await.unwrap();
+    assert!(matches!(report.outcome, Outcome::Degraded(_)), "{report:?}");
+    assert_eq!(node.recorded_step().as_deref(), Some("NotTaken"));
+    node.os
+        .kernel_args(
+            None,
+            &KargsChange::from_argv(&["--append=mitigations=off"]).unwrap(),
+        )
+        .await
+        .unwrap();
+    node.reboot(false);
+    let report = node.engine().resume().await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:?}");
+    assert!(report.verified);
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+    assert_eq!(node.recorded_step(), None);
 }
 
 #[tokio::test]

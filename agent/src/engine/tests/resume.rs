@@ -151,3 +151,40 @@ async fn interrupted_while_staging_without_a_reboot_rolls_back() {
         node.os.deployments()
     );
 }
+
+/// Re-targeted (another desired config) while an update is recorded at any step: that update
+/// is rolled back to the current config first, then the new one runs.
+#[tokio::test]
+async fn an_update_recorded_at_any_step_is_rolled_back_when_re_targeted() {
+    let c = mc(
+        "rendered-c",
+        &[(CRIO_POLICY, "{}\n"), (ONE, "c1\n"), (TWO, "a2\n")],
+        &[],
+        IMAGE,
+    );
+    for step in [
+        Step::Draining,
+        Step::Writing,
+        Step::Os,
+        Step::PostActions,
+        Step::RebootRequested,
+        Step::Verifying,
+        Step::NotTaken,
+        Step::RollingBack,
+    ] {
+        let node = Node::new();
+        node.provision(&a()).await;
+        record_at(&node, &a(), &b(), step);
+        node.write(ONE, "b1\n"); // part of rendered-b is on disk
+        let report = node.engine().update(&c, false).await;
+        assert_eq!(report.outcome, Outcome::Done, "{step}: {report:?}");
+        assert_eq!(report.from, "rendered-a", "{step}");
+        assert_eq!(node.current().as_deref(), Some("rendered-c"), "{step}");
+        assert_eq!(
+            (node.read(ONE).unwrap(), node.read(TWO).unwrap()),
+            ("c1\n".into(), "a2\n".into()),
+            "{step}"
+        );
+        assert_eq!(node.recorded_step(), None, "{step}");
+    }
+}
