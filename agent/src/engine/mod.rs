@@ -1,6 +1,8 @@
 //! The update engine: one explicit state enum ([`record::Step`]), one transition function
 //! (`Engine::transition`, in `steps.rs`), the update in progress persisted before every
-//! step that can be interrupted ([`record`]). `once-from` and the daemon (`start`) drive it;
+//! step that can be interrupted ([`record`]), every change of the recorded step checked
+//! against the table of allowed ones ([`transitions`], drawn in `docs/architecture.md`).
+//! `once-from` and the daemon (`start`) drive it;
 //! `mco-firstboot` uses only its OS step ([`stage_os_changes`], [`running_deployment`]).
 //!
 //! An update runs: reconcile (Unreconcilable with the MCD's reason) → preflight validation of
