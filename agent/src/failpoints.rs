@@ -4,6 +4,11 @@
 //! `print`), `return(...)` takes:
 //! - `return(kill)`: the process sends itself SIGKILL there, as `kill -9` or a power cut would
 //!   (nothing is flushed, no destructor runs);
+//! - `return(pause)`: the process writes the failpoint's name to the marker file
+//!   `$FAILPOINTS_PAUSED` (default [`PAUSED_MARKER`]) and blocks there for good, so that a
+//!   harness that sees the marker can cut the power (the VM power-cut scenarios) or kill the
+//!   process at exactly this step; nothing is flushed by the pause itself (keep the marker off
+//!   the file system under test: `/run`, or the VM's share);
 //! - `return` or `return(error)`: the step fails with an injected error (the failure path);
 //! - at a point met on many paths ([`failpoint_at`]), `return(kill@/etc/foo)` (or
 //!   `return(error@/etc/foo)`) acts only there, e.g. while the temp file of `/etc/foo` is
@@ -12,6 +17,10 @@
 //! Names are `engine::<point>` (the engine names the steps; the root-confined file system and
 //! the apply meet some of them too); the list is [`POINTS`]. This module sits at the bottom of
 //! the agent so that every layer may call it.
+
+/// Where `return(pause)` writes the name of the failpoint it paused at, unless
+/// `$FAILPOINTS_PAUSED` names another file.
+pub const PAUSED_MARKER: &str = "/run/mco-agent/failpoint-paused";
 
 /// Every failpoint of the engine, in the order an update meets them.
 pub const POINTS: &[&str] = &[
@@ -76,9 +85,30 @@ fn act(name: &str, arg: Option<String>) -> anyhow::Result<()> {
             // SIGKILL cannot be caught; if raising it failed, abort just as hard.
             std::process::abort()
         }
+        Some("pause") => pause(name),
         None | Some("error") => Err(anyhow::anyhow!("injected failure at failpoint {name}")),
         Some(other) => Err(anyhow::anyhow!(
             "injected failure at failpoint {name} ({other})"
         )),
+    }
+}
+
+/// `return(pause)`: says where it paused (the log, the marker file) and blocks this thread
+/// forever. The marker is written without fsync: the pause must not flush anything the step
+/// left unflushed.
+#[cfg(feature = "failpoints")]
+fn pause(name: &str) -> ! {
+    tracing::warn!(failpoint = name, "failpoint: paused");
+    let marker = std::env::var_os("FAILPOINTS_PAUSED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| PAUSED_MARKER.into());
+    if let Some(dir) = marker.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&marker, format!("{name}\n")) {
+        tracing::error!(marker = %marker.display(), error = %e, "failpoint: cannot write the pause marker");
+    }
+    loop {
+        std::thread::park();
     }
 }

@@ -206,6 +206,65 @@ async fn killed_while_rolling_back_it_rolls_back_again_then_converges() {
     node.stop().await;
 }
 
+/// Whether process `pid` is alive (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+/// `return(pause)`: the agent writes the failpoint's name to `$FAILPOINTS_PAUSED` and stays at
+/// that step (the VM power-cut scenarios cut the power then); killed there, it converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_at_a_failpoint_it_says_where_and_stays_there() {
+    let mut node = Node::new(&[("00-base.yaml", &config(0, &[]))]).await;
+    node.start_agent(&[]);
+    node.wait_status("provisioned", secs(30), done_in(&node.rendered_name()))
+        .await;
+    node.kill_agent().await;
+    node.write_manifest("00-base.yaml", &config(1, &[]));
+    let name = node.rendered_name();
+    let marker = node.dir.path().join("paused");
+    let marker_env = marker.display().to_string();
+    node.start_agent(&[
+        ("FAILPOINTS", "engine::written=return(pause)"),
+        ("FAILPOINTS_PAUSED", &marker_env),
+    ]);
+    let deadline = std::time::Instant::now() + secs(60);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pause marker\n{}",
+            node.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "engine::written\n"
+    );
+    tokio::time::sleep(secs(1)).await;
+    let pid = node.last_agent_pid().unwrap();
+    assert!(alive(pid), "the paused agent exited\n{}", node.logs());
+    // Paused after the files, before anything is committed.
+    assert_whole(&node, &[1], "paused at engine::written");
+    assert!(
+        !node
+            .read("/etc/machine-config-daemon/currentconfig")
+            .unwrap()
+            .contains(&name)
+    );
+    assert!(node.logs().contains("failpoint: paused"), "{}", node.logs());
+    node.kill_agent().await;
+    node.start_agent(&[]);
+    node.wait_status("after the pause", secs(60), done_in(&name))
+        .await;
+    node.kill_agent().await;
+    assert_converged(&node, &name, 1, "after the pause");
+    node.stop().await;
+}
+
 const REBOOT_POINTS: &[&str] = &[
     "engine::recorded",
     "engine::drained",
