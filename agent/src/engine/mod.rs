@@ -27,7 +27,7 @@
 //! | `Os`, another boot | the deployment from before still runs (the locked staged one was dropped): stage again; the new OS runs: verify; else roll back |
 //! | `PostActions` | run the actions again (idempotent), complete |
 //! | `RebootRequested`, same boot | request the reboot again (release the staged deployment, or logind) |
-//! | `RebootRequested`, another boot | verify; but if the reboot came before ours was requested and the deployment from before still runs: stage again |
+//! | `RebootRequested`, another boot | verify; but if the deployment from before still runs: stage again (the reboot came before ours was requested, or ours lost the staged deployment to a power cut before it was finalized: then once per update) |
 //! | `Verifying` / `NotTaken` | verify (again) |
 //! | `RollingBack` | roll back again (idempotent) |
 //!
@@ -44,7 +44,10 @@
 //! - The force file skips validation and re-applies everything, but reboots only when the
 //!   plan needs it; it is consumed when the update it started completes.
 //! - A failed verification after a reboot leaves the node Degraded with what did not take; it
-//!   is never rebooted again automatically (no reboot loops). The force file or a new
+//!   is never rebooted again automatically (no reboot loops), with one exception: when the
+//!   reboot the agent asked for boots the deployment from before the update (the power was lost
+//!   before the staged deployment was finalized), the OS changes are staged and the node
+//!   rebooted once more, once per update; the MCD degrades at once. The force file or a new
 //!   desired config recover it.
 //! - An empty `osImageURL` means the config does not manage the OS image: it is not checked.
 //! - OS changes are staged with rpm-ostree's `lock-finalization` (see below), so a reboot the

@@ -38,9 +38,10 @@ pub enum Step {
     /// Restart: run them again (idempotent), then complete.
     PostActions,
     /// A reboot is being requested in boot `boot_id`. Restart in the same boot: request it
-    /// again; in another boot: verify, unless the reboot came before ours was requested and the
-    /// deployment from before the update still runs (a finalization-locked staged deployment
-    /// was dropped): then stage the OS changes again.
+    /// again; in another boot: verify, unless the deployment from before the update still runs
+    /// (a finalization-locked staged deployment was dropped, or the power was lost before the
+    /// staged deployment was finalized): then stage the OS changes again, after a reboot we
+    /// asked for only once.
     RebootRequested,
     /// Verifying after the reboot that the OS and files took. Restart: verify again.
     Verifying,
@@ -103,6 +104,11 @@ pub struct UpdateRecord {
     /// `FinalizeDeployment`) was asked for; recorded just before asking.
     #[serde(default)]
     pub reboot_requested: bool,
+    /// The OS changes were staged again once because the reboot the agent asked for booted the
+    /// deployment from before the update (the power was lost before the staged deployment was
+    /// finalized). A second such boot is not retried: the node is Degraded (no reboot loops).
+    #[serde(default)]
+    pub restaged_after_lost_reboot: bool,
     /// The boot in which `step` was entered.
     pub boot_id: String,
     /// When the update started (Unix milliseconds).
@@ -130,6 +136,7 @@ impl UpdateRecord {
             os_staged: false,
             os_base: None,
             reboot_requested: false,
+            restaged_after_lost_reboot: false,
             boot_id: boot_id.to_string(),
             started_ms: now_ms(),
             stamped: Vec::new(),

@@ -97,6 +97,11 @@ impl Engine {
                 self.after_unplanned_reboot(&mut rec, Some(Step::Verifying))
                     .await
             }
+            Step::RebootRequested
+                if rebooted && rec.os_staged && !rec.restaged_after_lost_reboot =>
+            {
+                self.after_lost_reboot(&mut rec).await
+            }
             other => other,
         };
         tracing::info!(update = rec.describe(), recorded = %rec.step, resume = %step, rebooted, "resuming the recorded update");
@@ -153,6 +158,36 @@ impl Engine {
             return Step::Verifying;
         }
         otherwise.unwrap_or_else(|| interrupted(rec, "staging OS changes"))
+    }
+
+    /// Where an update goes after the reboot the agent asked for, when that boot runs the
+    /// deployment from before the update: the staged deployment was never finalized (the power
+    /// was lost during the shutdown, before `ostree-finalize-staged` wrote it out), so nothing
+    /// staged took and the files are already the desired ones. The OS changes are staged again
+    /// and the node rebooted once more, once per update: a second such boot is verified, and
+    /// left Degraded, as a finalization that keeps failing must not become a reboot loop.
+    /// Anything else booted: verify.
+    async fn after_lost_reboot(&self, rec: &mut UpdateRecord) -> Step {
+        let Some(os) = &self.seams.os else {
+            return Step::Verifying;
+        };
+        match (&rec.os_base, os::running(os.as_ref()).await) {
+            (Some(base), Ok(running)) if *base == running.id => {
+                tracing::warn!(
+                    update = rec.describe(),
+                    deployment = base,
+                    "the reboot asked for booted the deployment from before the update (the staged one was never finalized: power lost during the shutdown?): staging the OS changes again, once"
+                );
+                rec.reboot_requested = false;
+                rec.restaged_after_lost_reboot = true;
+                Step::Os
+            }
+            (_, Err(e)) => {
+                tracing::warn!(error = %format!("{e:#}"), "reading the running deployment after the reboot");
+                Step::Verifying
+            }
+            _ => Step::Verifying,
+        }
     }
 
     /// Rolls a recorded update back; `Err` with the reason when that failed.

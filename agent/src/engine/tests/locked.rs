@@ -202,14 +202,28 @@ async fn a_reboot_before_ours_was_requested_stages_again() {
     l.never_degraded();
 }
 
+/// The power lost during the shutdown of the reboot the agent asked for, before the staged
+/// deployment was finalized (found by the VM power-cut scenarios: the node stayed Degraded):
+/// the old deployment boots, the OS changes are staged again and released once more, and the
+/// update completes. A second lost reboot of the same update is not retried (no reboot loop).
 #[tokio::test]
-async fn a_requested_reboot_that_lost_the_deployment_degrades_without_a_reboot_loop() {
+async fn a_requested_reboot_that_lost_the_deployment_stages_again_once() {
     let l = Locked::new().await;
     assert_eq!(
         l.engine().update(&b(), false).await.outcome,
         Outcome::Rebooting
     );
-    // Released, but the boot did not take it (the finalization failed at shutdown).
+    l.node.reboot(true);
+    let report = l.engine().resume().await.unwrap();
+    assert_eq!(report.outcome, Outcome::Rebooting, "{report:?}");
+    assert_eq!(l.finalizations(), 2, "released again");
+    assert_eq!(
+        l.node.read(REBOOT_FILE).as_deref(),
+        Some("b\n"),
+        "no rollback"
+    );
+
+    // Lost again: Degraded, not released a third time.
     l.node.reboot(true);
     let report = l.engine().resume().await.unwrap();
     assert!(
@@ -217,7 +231,28 @@ async fn a_requested_reboot_that_lost_the_deployment_degrades_without_a_reboot_l
         "{report:?}"
     );
     assert_eq!(l.node.recorded_step().as_deref(), Some("NotTaken"));
-    assert_eq!(l.finalizations(), 1, "not released again");
+    assert_eq!(l.finalizations(), 2, "not released again");
+    let report = l.engine().resume().await.unwrap();
+    assert!(matches!(report.outcome, Outcome::Degraded(_)), "{report:?}");
+    assert_eq!(l.finalizations(), 2, "no reboot loop");
+}
+
+#[tokio::test]
+async fn after_a_lost_reboot_the_second_release_boots_into_the_update() {
+    let l = Locked::new().await;
+    assert_eq!(
+        l.engine().update(&b(), false).await.outcome,
+        Outcome::Rebooting
+    );
+    l.node.reboot(true);
+    assert_eq!(
+        l.engine().resume().await.unwrap().outcome,
+        Outcome::Rebooting
+    );
+    l.node.reboot(false);
+    assert_eq!(l.engine().resume().await.unwrap().outcome, Outcome::Done);
+    l.assert_done_in_b().await;
+    l.never_degraded();
 }
 
 #[tokio::test]

@@ -96,11 +96,21 @@ async fn a_restart_before_the_reboot_requests_it_again() {
     assert_eq!(node.current().as_deref(), Some("rendered-a"));
 }
 
+/// The reboots into the update boot the deployment from before it, twice: the first time the
+/// OS changes are staged again (a power cut before the staged deployment was finalized), the
+/// second time the update did not take.
+async fn lose_the_reboot_twice(node: &Node) {
+    node.reboot(true);
+    let report = node.engine().resume().await.unwrap();
+    assert_eq!(report.outcome, Outcome::Rebooting, "{report:?}");
+    node.reboot(true);
+}
+
 #[tokio::test]
 async fn a_reboot_that_did_not_take_degrades_with_what_is_missing_and_never_commits() {
     let node = node_in_a().await;
     node.engine().update(&b(), false).await;
-    node.reboot(true);
+    lose_the_reboot_twice(&node).await;
     let report = node.engine().resume().await.unwrap();
     assert_eq!(
         report.outcome,
@@ -156,7 +166,7 @@ async fn an_update_that_did_not_take_is_committed_once_a_later_boot_runs_it() {
 async fn desired_going_back_to_current_retargets_cleanly() {
     let node = node_in_a().await;
     node.engine().update(&b(), false).await;
-    node.reboot(true);
+    lose_the_reboot_twice(&node).await;
     assert!(matches!(
         node.engine().resume().await.unwrap().outcome,
         Outcome::Degraded(_)
