@@ -9,6 +9,8 @@ packages=(
   pkg-config libostree-dev
   # real components used by tests
   ostree gir1.2-ostree-1.0 ignition dbus-daemon python3-dbusmock curl
+  # the order of the agent's writes and syncs, traced (agent/tests/write_order.rs)
+  strace
   # the rpm-ostree stand-in's tests: a GDBus client (python3-gi), the booted simulation and
   # cleanup of immutable deployments (util-linux unshare/nsenter, e2fsprogs chattr)
   python3-gi util-linux

@@ -43,7 +43,8 @@ pub enum Recorded {
 
 /// Before a config first writes `path`: keep what is there, or stamp that nothing was. Does
 /// nothing when a backup or stamp already exists (the original is the first one seen).
-/// The stamp or copy is not fsync'ed: call [`Root::sync`] before replacing `path`.
+/// The copy's contents are fsync'ed, its name and the stamp are not: call [`Root::sync`]
+/// before replacing `path`, or before recording that the backup exists.
 pub fn record_original(root: &Root, path: &Path) -> Result<Recorded, RootError> {
     let orig = orig_path(path);
     let noorig = noorig_path(path);

@@ -84,6 +84,8 @@ pub fn prepare(
         }
     }
     record.stamped = stamped.into_iter().collect();
+    // The record about to be stored says these backups exist: they must be on disk first.
+    root.sync().context("syncing the backups")?;
     Ok(())
 }
 

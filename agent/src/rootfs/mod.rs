@@ -294,8 +294,12 @@ impl Root {
         self.write_through_temp(path, contents, mode, owner, true)
     }
 
-    /// Like [`Self::write_atomic`] (temp file, rename) but without fsync: for bookkeeping files
-    /// written in bulk, made durable together by one [`Self::sync`] before anything depends on them.
+    /// Like [`Self::write_atomic`], but the directory is not fsync'ed: for bookkeeping files
+    /// written in bulk, whose names are made durable together by one [`Self::sync`] before
+    /// anything depends on them. The contents are fsync'ed before the rename all the same: a
+    /// name that reaches the disk (a journal commit of the file system, another file's fsync)
+    /// before that sync must never point at contents that did not (a power cut would leave an
+    /// empty or short file under the final name).
     pub fn write_atomic_deferred(
         &self,
         path: &Path,
@@ -315,7 +319,7 @@ impl Root {
         contents: &[u8],
         mode: u32,
         owner: Owner,
-        durable: bool,
+        sync_dir: bool,
     ) -> Result<(), RootError> {
         let (parent, name) = self.parent(path, true)?;
         let (fd, mut tmp) = temp::create_temp_file(&parent, path, name)?;
@@ -326,7 +330,8 @@ impl Root {
                 .map_err(|e| io(e.into()))?;
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io(e.into()))?;
             file.write_all(contents).map_err(io)?;
-            if durable {
+            // An empty file has no data to lose: its inode goes with the directory entry.
+            if sync_dir || !contents.is_empty() {
                 file.sync_all().map_err(io)?;
             }
             let named = match &tmp {
@@ -338,7 +343,7 @@ impl Root {
             crate::failpoints::failpoint_at("engine::temp-written", path)
                 .map_err(|e| io(std::io::Error::other(format!("{e:#}"))))?;
             rustix::fs::renameat(&parent, &named, &parent, name).map_err(|e| io(e.into()))?;
-            if durable {
+            if sync_dir {
                 rustix::fs::fsync(&parent).map_err(|e| io(e.into()))?;
             }
             Ok(())
