@@ -183,6 +183,10 @@ impl Engine {
         .await
         .with_context(|| format!("applying {}", rec.desired.name()))?;
         ctx.report.applied = Some(outcome);
+        // The next record says the writes are done: everything they made must be on disk first,
+        // also what the agent's own fsyncs do not cover (the links systemd makes for unit
+        // enablement on a live node).
+        self.root.sync().context("syncing what the update wrote")?;
         failpoint("engine::written")
     }
 
@@ -419,6 +423,10 @@ impl Engine {
         )
         .await
         .with_context(|| format!("re-applying {}", rec.current.name()))?;
+        // Clearing the record next says the current config is back in place.
+        self.root
+            .sync()
+            .context("syncing what the rollback wrote")?;
         failpoint("engine::rolled-back-files")
     }
 }

@@ -75,8 +75,12 @@ pub(crate) fn open_dir_in_root(
                     name.as_os_str(),
                     Mode::from_raw_mode(DEFAULT_DIR_MODE),
                 ) {
+                    // The new entry is durable before anything is written below it, so that
+                    // what a later fsync makes durable there is reachable after a power cut.
+                    Ok(()) => rustix::fs::fsync(current)
+                        .map_err(|e| RootError::io("fsync", display, e))?,
                     // Lost a race with another creator: take what is there now.
-                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(Errno::EXIST) => {}
                     Err(e) => return Err(RootError::io("mkdir", display, e)),
                 }
                 let fd =
