@@ -121,14 +121,40 @@ pub(super) fn name_temp_file(
     })
 }
 
-/// Whether the process that named a temp file `pid` may still be writing it: this process, or a
-/// live process of ours (`mco-agent`, `mco-firstboot`). A pid that a dead writer left and an
-/// unrelated process reuses does not keep the file.
-fn writer_may_be_running(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.starts_with("mco-"))
+/// The kernel's unit of process times in `/proc` (`USER_HZ`, part of its ABI).
+const USER_HZ: f64 = 100.0;
+
+/// How much earlier than a file's last write its writer may seem to have started: the boot time
+/// the kernel gives is whole seconds.
+const START_SLACK_SECS: f64 = 2.0;
+
+/// Whether the process that named a temp file `pid`, last written at `written` (seconds since
+/// the epoch), may still be writing it: this process or a live process of ours (`mco-agent`,
+/// `mco-firstboot`), started before the file was written. A pid that a dead writer left does
+/// not keep the file when another process reuses it, an unrelated one or one of ours started
+/// since: after a power cut, the agent of the next boot often gets the very pid of the agent
+/// the cut stopped.
+fn writer_may_be_running(pid: u32, written: f64) -> bool {
+    let ours = pid == std::process::id()
+        || std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.starts_with("mco-"));
+    ours && process_start(pid).is_none_or(|started| started <= written + START_SLACK_SECS)
+}
+
+/// When process `pid` started, in seconds since the epoch; `None` when `/proc` does not say.
+fn process_start(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces and parentheses); starttime is field 22.
+    let after_comm = stat.rsplit_once(") ")?.1;
+    let ticks: f64 = after_comm.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(boot + ticks / USER_HZ)
 }
 
 impl Root {
@@ -143,17 +169,17 @@ impl Root {
             Err(e) if e.is_not_found() => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        let mut stale = Vec::new();
+        let mut ours = Vec::new();
         let entries = rustix::fs::Dir::read_from(&fd).map_err(|e| RootError::io("open", dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| RootError::io("readdir", dir, e))?;
             let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string();
-            if temp_writer_pid(&name).is_some_and(|pid| !writer_may_be_running(pid)) {
-                stale.push(name);
+            if let Some(pid) = temp_writer_pid(&name) {
+                ours.push((name, pid));
             }
         }
         let mut removed = Vec::new();
-        for name in stale {
+        for (name, pid) in ours {
             let path = dir.join(&name);
             let st = match rustix::fs::statat(&fd, &name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
@@ -162,6 +188,10 @@ impl Root {
             };
             let kind = FileType::from_raw_mode(st.st_mode);
             if kind != FileType::RegularFile && kind != FileType::Symlink {
+                continue;
+            }
+            let written = st.st_mtime as f64 + st.st_mtime_nsec as f64 / 1e9;
+            if writer_may_be_running(pid, written) {
                 continue;
             }
             match rustix::fs::unlinkat(&fd, &name, AtFlags::empty()) {
@@ -236,6 +266,34 @@ mod tests {
         root.hard_link(Path::new("/etc/d"), Path::new("/etc/a"))
             .unwrap();
         assert_eq!(names(&tmp.path().join("etc")), ["a", "b", "c", "d"]);
+    }
+
+    /// A power cut, then the next boot's agent with the pid of the one the cut stopped (boots
+    /// are that regular): the temp file its namesake left is older than the process, so stale.
+    #[test]
+    fn a_temp_file_older_than_the_process_with_its_pid_is_stale() {
+        let tmp = tempfile::tempdir().unwrap();
+        let etc = tmp.path().join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        let ours = std::process::id();
+        let started = process_start(ours).unwrap();
+        let old = etc.join(format!(".a.mco-tmp-{ours}-1"));
+        std::fs::write(&old, "x").unwrap();
+        let before_us = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(started - 600.0);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(before_us)
+            .unwrap();
+        std::fs::write(etc.join(format!(".b.mco-tmp-{ours}-2")), "x").unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let removed = root.remove_stale_temp_files(Path::new("/etc")).unwrap();
+        assert_eq!(
+            removed,
+            [PathBuf::from(format!("/etc/.a.mco-tmp-{ours}-1"))]
+        );
+        assert_eq!(names(&etc), [format!(".b.mco-tmp-{ours}-2")]);
     }
 
     #[test]
