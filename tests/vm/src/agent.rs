@@ -17,6 +17,10 @@ pub const OS_IMAGE_A: &str =
 pub const OS_IMAGE_B: &str =
     "quay.io/mco-vmtest/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
+/// The agent built with `--features failpoints`, beside the other binaries (tests/vm/run.sh
+/// copies it there: cargo puts both builds at the same path).
+pub const FAILPOINTS_AGENT: &str = "mco-agent-failpoints";
+
 /// (binary, directory under /usr/local, unit whose ExecStart runs it)
 const BINARIES: [(&str, &str, &str); 2] = [
     ("mco-agent", "bin", "mco-agent.service"),
@@ -39,16 +43,28 @@ impl Vm {
     /// Installs `mco-agent` and `mco-firstboot` under /usr/local, the units (not enabled) and the
     /// tmpfiles (applied), then reloads systemd.
     pub fn install_agent(&mut self) -> Result<()> {
+        self.install_agent_binary("mco-agent")
+    }
+
+    /// Like [`Vm::install_agent`], with the agent built with its failpoints
+    /// ([`FAILPOINTS_AGENT`], which tests/vm/run.sh builds): `FAILPOINTS` in its environment
+    /// arms them.
+    pub fn install_agent_with_failpoints(&mut self) -> Result<()> {
+        self.install_agent_binary(FAILPOINTS_AGENT)
+    }
+
+    fn install_agent_binary(&mut self, agent: &str) -> Result<()> {
         let staging = self.share().join("mco");
         let units = images::workspace_dir().join("units");
         std::fs::create_dir_all(staging.join("bin"))?;
         std::fs::create_dir_all(staging.join("units"))?;
         let bins = binary_dir();
         for (name, _, _) in BINARIES {
-            let from = bins.join(name);
+            let built = if name == "mco-agent" { agent } else { name };
+            let from = bins.join(built);
             ensure!(
                 from.is_file(),
-                "{}: missing (cargo build -p mco-agent -p mco-firstboot)",
+                "{}: missing (tests/vm/run.sh builds it)",
                 from.display()
             );
             std::fs::copy(&from, staging.join("bin").join(name))

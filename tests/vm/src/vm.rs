@@ -17,6 +17,8 @@ use crate::images::{self, Images};
 use crate::qemu::{Qemu, QemuConfig};
 use crate::qga::{ExecOutput, GuestAgent};
 
+mod power;
+
 /// The host's loopback as the guest sees it (qemu user-mode network).
 pub const HOST_FROM_GUEST: &str = "10.0.2.2";
 /// Where the guest mounts the VM's share directory.
@@ -55,6 +57,8 @@ pub struct Boot {
     pub console_log: PathBuf,
     /// `systemctl is-system-running --wait` once the boot finished: `running` or `degraded`.
     pub system_state: String,
+    /// When qemu was started for it.
+    pub started: Instant,
 }
 
 /// A booted VM. Dropping it kills qemu; if the test is failing, the console logs are kept and
@@ -76,6 +80,8 @@ pub struct Vm {
     qemu: Option<Qemu>,
     agent: Option<GuestAgent>,
     boots: Vec<Boot>,
+    /// Kernel arguments for the next boot only (`Vm::next_boot_kargs`).
+    next_boot_kargs: Vec<String>,
 }
 
 impl Vm {
@@ -176,6 +182,7 @@ impl VmBuilder {
             qemu: None,
             agent: None,
             boots: Vec::new(),
+            next_boot_kargs: Vec::new(),
         };
         match vm.start_boot() {
             Ok(()) => Ok(vm),
@@ -223,10 +230,11 @@ impl Vm {
                 (kernel, initrd, Some(entry), cmdline)
             }
         };
-        for karg in &self.kargs {
+        for karg in self.kargs.iter().chain(&self.next_boot_kargs) {
             cmdline.push(' ');
             cmdline.push_str(karg);
         }
+        self.next_boot_kargs.clear();
         let config = QemuConfig {
             kernel,
             initrd,
@@ -247,6 +255,7 @@ impl Vm {
             cmdline,
             console_log,
             system_state: String::new(),
+            started: Instant::now(),
         });
         Ok(config.agent_socket)
     }
