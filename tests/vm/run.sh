@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the qemu VM suite, or the named scenarios (test names or parts of them), e.g.
-#   tests/vm/run.sh                      # everything
+#   tests/vm/run.sh                      # everything but the full power-cut sequence
 #   tests/vm/run.sh selftest_ostree      # one scenario
+#   tests/vm/run.sh powercut_full        # the full power-cut sequence (two VMs, ~30 min)
 # Builds or reuses the images (tests/vm/build-image.sh), builds the harness, then boots at most
 # $MCO_VM_PARALLEL VMs at a time (default 2: one core each). Nothing is built while VMs run.
 # Console logs: $MCO_VM_CACHE/logs/<vm>/boot<N>.log (default tests/vm/.cache). Needs root.
@@ -9,8 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 tests/vm/build-image.sh
-# the harness, and the binaries the scenarios install into the guests
+# the harness, and the binaries the scenarios install into the guests; the power-cut scenarios
+# install the agent built with its failpoints, kept under its own name (cargo writes both
+# builds to the same path)
+bin=${CARGO_TARGET_DIR:-target}/debug
 cargo build -q -p mco-vm-tests --tests
+cargo build -q -p mco-agent --features failpoints --bins
+install -m755 "$bin/mco-agent" "$bin/mco-agent-failpoints"
 cargo build -q -p mco-agent -p mco-firstboot -p mco-companion -p mco-test-support --bins
+if [ $# -eq 0 ]; then
+  set -- -E 'not test(/^powercut_full/)'
+fi
 exec cargo nextest run -p mco-vm-tests --run-ignored only --no-fail-fast \
   --test-threads="${MCO_VM_PARALLEL:-2}" "$@"

@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod console;
 pub mod ext4;
 pub mod images;
+pub mod powercut;
 pub mod provision;
 pub mod qemu;
 pub mod qga;
