@@ -303,6 +303,6 @@ mod tests {
     }
 
     fn mco_agent_failpoints() -> &'static [&'static str] {
-        mco_agent::engine::FAILPOINTS
+        mco_agent::failpoints::POINTS
     }
 }
