@@ -143,7 +143,7 @@ async fn a_reboot_that_did_not_take_degrades_with_what_is_missing_and_never_comm
 async fn an_update_that_did_not_take_is_committed_once_a_later_boot_runs_it() {
     let node = node_in_a().await;
     node.engine().update(&b(), false).await;
-    node.reboot(true);
+    lose_the_reboot_twice(&node).await;
     let report = node.engine().resume().await.unwrap();
     assert!(matches!(report.outcome, Outcome::Degraded(_)), "{report:?}");
     assert_eq!(node.recorded_step().as_deref(), Some("NotTaken"));
