@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds, or reuses from the cache, the Debian 12 images the VM tests and the nspawn tier boot.
-# Debian packages only (vm-infra.md). Needs root. Idempotent: a stage is rebuilt only when its
+# Debian packages only. Needs root. Idempotent: a stage is rebuilt only when its
 # recipe (the stage function and the guest files it copies) or an input stage changed.
 #
 # usage: tests/vm/build-image.sh [STAGE...]          (no STAGE: all)
-#   kernel  Debian's kernel package, extracted: vmlinux (ELF, qemu boots it through PVH, G4),
+#   kernel  Debian's kernel package, extracted: vmlinux (ELF, qemu boots it through PVH),
 #           kver, a module subset (virtio, ext4, 9p, fw_cfg, overlay...) with its modules.dep
 #   rootfs  debootstrap minbase + systemd, dbus, udev, ostree...: boots with
 #           `systemd-nspawn -D $MCO_VM_CACHE/rootfs --boot --register=no` (never write into it:
@@ -53,7 +53,7 @@ mirror() {
   awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources
 }
 
-# The kernel package linux-image-amd64 points at today (G11: never hard-code the version).
+# The kernel package linux-image-amd64 points at today (never a hard-coded version: Debian replaces it with every point release).
 kernel_package() {
   apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'
 }
@@ -69,7 +69,7 @@ stage_kernel() {
   dpkg -x "$out"/pkg/*.deb "$out/x"
   kv=$(ls "$out/x/lib/modules")
   echo "$kv" >"$out/kver"
-  # the bzImage carries an xz-compressed ELF: unpack it so qemu boots it through PVH (G4)
+  # the bzImage carries an xz-compressed ELF: unpack it so qemu boots it through PVH (faster than the bzImage)
   /usr/bin/python3 - "$out/x/boot/vmlinuz-$kv" "$out/vmlinux" <<'EOF'
 import lzma, sys
 data = open(sys.argv[1], "rb").read()
@@ -164,7 +164,7 @@ stage_ostree() {
   local out=$1 o=$1/os sr=$1/sysroot kv v
   kv=$(cat "$C/kernel/kver")
   stage_tree "$o"
-  # G9: kernel and initramfs where ostree looks for them; the ELF vmlinux boots faster (G4)
+  # kernel and initramfs where ostree looks for them; the ELF vmlinux boots faster
   cp "$C/kernel/vmlinux" "$o/usr/lib/modules/$kv/vmlinuz"
   cp "$C/initrd/initrd.img" "$o/usr/lib/modules/$kv/initramfs.img"
   mv "$o/etc" "$o/usr/etc"

@@ -1,4 +1,4 @@
-//! The guest's serial console: a thread reads qemu's stdout, strips ANSI colour codes (G6),
+//! The guest's serial console: a thread reads qemu's stdout, strips ANSI colour codes,
 //! writes timestamped lines to the boot's log file and remembers how the boot ended.
 
 use std::fs::File;

@@ -1,4 +1,4 @@
-//! One qemu process = one boot. Always TCG unless KVM is asked for and really usable (G2);
+//! One qemu process = one boot. Always TCG unless KVM is asked for and really usable;
 //! `-no-reboot`, so a guest reboot ends the process and the harness decides what boots next.
 //! qemu is killed when this value is dropped, at the VM's deadline, and (through setpriv's
 //! parent-death signal) when the test process itself dies.
@@ -59,7 +59,10 @@ fn choose_accel(
                 .split_whitespace()
                 .any(|flag| flag == "vmx" || flag == "svm");
             if !hw || kvm_pvm {
-                bail!("MCO_VM_ACCEL=kvm, but this host has no VMX/SVM KVM (see vm-infra.md G2)");
+                bail!(
+                    "MCO_VM_ACCEL=kvm, but KVM is unusable here (no VMX/SVM flag, or kvm_pvm, \
+                     under which a Debian guest hangs): unset MCO_VM_ACCEL to use TCG"
+                );
             }
             Ok(("kvm", "host"))
         }
