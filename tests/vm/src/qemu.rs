@@ -284,12 +284,12 @@ mod tests {
             (None, vmx, false, Ok("tcg,tb-size=256")),
             (Some("tcg"), vmx, false, Ok("tcg,tb-size=256")),
             (Some("kvm"), vmx, false, Ok("kvm")),
-            (Some("kvm"), vmx, true, Err("no VMX/SVM KVM")),
+            (Some("kvm"), vmx, true, Err("KVM is unusable here")),
             (
                 Some("kvm"),
                 "flags : fpu sse2",
                 false,
-                Err("no VMX/SVM KVM"),
+                Err("KVM is unusable here"),
             ),
             (Some("hvf"), vmx, false, Err("expected tcg or kvm")),
         ];
