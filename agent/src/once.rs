@@ -22,8 +22,9 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::engine::live::{self, SeamOptions};
-use crate::engine::{Engine, EngineOptions, NoCluster, UpdateReport};
+use crate::engine::{ActivePolicy, Engine, EngineOptions, FixedPolicy, NoCluster, UpdateReport};
 use crate::input::LoadedConfig;
+use crate::input::policy::PolicyFile;
 use crate::rootfs::Root;
 
 /// How to run.
@@ -39,6 +40,8 @@ pub struct OnceFromOptions {
     pub arch: String,
     /// Where the boot id is read (default: the kernel's).
     pub boot_id_file: Option<PathBuf>,
+    /// Node disruption policies from a file (default: the default table).
+    pub policy: Option<PolicyFile>,
 }
 
 /// What `once-from` did.
@@ -91,7 +94,12 @@ pub async fn once_from(
     if let Some(f) = &opts.boot_id_file {
         engine_opts.boot_id_file = f.clone();
     }
-    let engine = Engine::new(root, seams, engine_opts, Arc::new(NoCluster))?;
+    let policy = match &opts.policy {
+        Some(file) => ActivePolicy::from_file(file),
+        None => ActivePolicy::defaults(),
+    };
+    let engine = Engine::new(root, seams, engine_opts, Arc::new(NoCluster))?
+        .with_policy_source(Arc::new(FixedPolicy(policy)));
     engine.remove_stale_temp_files();
     let resumed = engine.resume().await;
     let update = match &resumed {

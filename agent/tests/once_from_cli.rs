@@ -102,7 +102,12 @@ fn first_application_reapply_and_second_config() {
             && stdout.contains("(was 00-worker-base)")
     );
     assert!(
-        stdout.contains("post-update actions: Reload crio.service, Special\nno reboot needed\n"),
+        stdout.contains(
+            "post-update actions: Reload crio.service, Special\n  \
+             /etc/containers/policy.json: Reload crio.service (default policy)\n  \
+             /etc/containers/registries.conf: Special (default policy)\n  \
+             SSH keys: None (default policy)\nno reboot needed\n"
+        ),
         "{stdout}"
     );
     assert_eq!(validate(&files_only, &root), 0);

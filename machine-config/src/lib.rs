@@ -23,7 +23,8 @@
 //!   ([`Unreconcilable`] displays as `can't reconcile config A with B: ...`).
 //! - [`Plan::new`]`(old, new, &PolicyOptions)`: files/units added/changed/removed, passwd, OS
 //!   update, kernel type, extension packages, FIPS, the `rpm-ostree kargs` argv ([`kargs`]),
-//!   node-disruption [`Action`]s (default policy table merged with user policies, [`policy`]),
+//!   node-disruption [`Action`]s under [`ClusterPolicies`] (the default table, or the cluster's
+//!   with the user's merged in) and the [`Decision`] behind each change ([`policy`]),
 //!   drain (with the registries.conf analysis, [`registries`]) and reboot. It serializes to the
 //!   `diff --json` shape.
 //! - [`legacy_action`]: the first-boot (no policy) calculation.
@@ -89,6 +90,6 @@ pub use ignition::{
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use machineconfiguration::{MachineConfiguration, NodeDisruptionPolicy};
 pub use plan::{Plan, PlanError, PolicyOptions};
-pub use policy::{Action, LegacyAction, legacy_action};
+pub use policy::{Action, ClusterPolicies, Decision, LegacyAction, legacy_action};
 pub use pool::MachineConfigPool;
 pub use reconcile::{ReconcileOptions, Unreconcilable, reconcile, reconcile_with};

@@ -9,7 +9,10 @@ use crate::document::parse_value;
 use crate::error::{Issue, ParseError};
 use crate::ignition::{typed, unreachable_json};
 use crate::machineconfig::{check_type_meta_of, nullable};
+use crate::policy::ClusterPolicies;
 
+/// The name of the cluster's MachineConfiguration (the MCO's operator knobs object).
+pub const CLUSTER_NAME: &str = "cluster";
 /// API group of MachineConfiguration (the operator's configuration, not the MCO's own group).
 pub const OPERATOR_GROUP: &str = "operator.openshift.io";
 /// `apiVersion` of MachineConfiguration.
@@ -165,6 +168,48 @@ impl MachineConfiguration {
             Ok(mc)
         } else {
             Err(ParseError::Invalid(issues))
+        }
+    }
+
+    /// Reads the object as the API server holds it: the type is checked, the policies are
+    /// not (the API validated them; an action it does not know counts as a reboot).
+    pub fn from_api_value(value: Value) -> Result<Self, ParseError> {
+        check_type_meta_of(&value, OPERATOR_API_VERSION, "MachineConfiguration")?;
+        typed(value)
+    }
+
+    /// `metadata.generation` (0 when absent).
+    pub fn generation(&self) -> i64 {
+        self.metadata.generation.unwrap_or(0)
+    }
+
+    /// The status was computed from the current spec (`status.observedGeneration ==
+    /// metadata.generation`): the MCD uses the cluster's policies only then.
+    pub fn policy_status_current(&self) -> bool {
+        self.status.observed_generation == self.generation()
+    }
+
+    /// The cluster policies in the status.
+    pub fn status_policies(&self) -> ClusterPolicies {
+        ClusterPolicies::from_status(
+            self.status
+                .node_disruption_policy_status
+                .cluster_policies
+                .clone(),
+        )
+    }
+
+    /// The node disruption status the MCO's operator computes from the spec: the default
+    /// table with `spec.nodeDisruptionPolicy` merged in, and `observedGeneration` the object's
+    /// generation.
+    pub fn computed_policy_status(&self) -> MachineConfigurationStatus {
+        MachineConfigurationStatus {
+            observed_generation: self.generation(),
+            node_disruption_policy_status: NodeDisruptionPolicyStatus {
+                cluster_policies: ClusterPolicies::merged(&self.spec.node_disruption_policy)
+                    .policies()
+                    .clone(),
+            },
         }
     }
 

@@ -8,8 +8,8 @@ use crate::diff::{Changes, ConfigDiff, ExtensionChanges};
 use crate::error::ParseError;
 use crate::ignition::{Config, File};
 use crate::machineconfig::MachineConfig;
-use crate::machineconfiguration::{IrreconcilableValidationOverrides, NodeDisruptionPolicy};
-use crate::policy::{self, Action};
+use crate::machineconfiguration::IrreconcilableValidationOverrides;
+use crate::policy::{self, Action, ClusterPolicies, Decision};
 use crate::reconcile::{ReconcileOptions, reconcile_with};
 use crate::registries::{self, REGISTRIES_CONF};
 
@@ -18,8 +18,9 @@ use crate::registries::{self, REGISTRIES_CONF};
 pub struct PolicyOptions {
     /// The force file is present: re-apply everything and reboot.
     pub force: bool,
-    /// User policies (`MachineConfiguration.spec.nodeDisruptionPolicy`), merged over the defaults.
-    pub policies: NodeDisruptionPolicy,
+    /// The node disruption policies (the default table, or the cluster's with the user's
+    /// merged in: [`ClusterPolicies::merged`]).
+    pub policies: ClusterPolicies,
     /// Node architecture for the reconcile check (`x86_64`, `aarch64`).
     pub arch: String,
     /// Node FIPS state, when known.
@@ -57,6 +58,9 @@ pub struct Plan {
     pub fips: bool,
     pub kargs: Vec<String>,
     pub actions: Vec<Action>,
+    /// Which policy entry chose the actions of each change ([`Decision`]'s display is the
+    /// line `diff` and the engine's log print).
+    pub decisions: Vec<Decision>,
     pub drain: bool,
     pub reboot: bool,
     /// The full diff (not serialized; the JSON carries its summary).
@@ -97,13 +101,13 @@ impl Plan {
             overrides: opts.overrides.clone(),
         };
         let verdict = reconcile_with(old, new, &reconcile_opts);
-        let (actions, drain) = match &verdict {
-            Err(_) => (Vec::new(), false),
+        let (decided, drain) = match &verdict {
+            Err(_) => (policy::Decided::default(), false),
             Ok(()) => {
-                let merged = policy::cluster_policy(&opts.policies);
-                let actions = policy::actions(&diff, &merged, opts.force);
+                let decided = policy::decide(&diff, &opts.policies, opts.force);
+                let actions = &decided.actions;
                 let mut registries_error = None;
-                let drain = policy::drain_required(&actions, || {
+                let drain = policy::drain_required(actions, || {
                     let verdict = registries_text(&old_ign).and_then(|o| {
                         let n = registries_text(&new_ign)?;
                         registries::unsafe_change(&o, &n).map_err(PlanError::Registries)
@@ -119,9 +123,10 @@ impl Plan {
                 if let Some(e) = registries_error {
                     return Err(e);
                 }
-                (actions, drain)
+                (decided, drain)
             }
         };
+        let policy::Decided { actions, decisions } = decided;
         Ok(Plan {
             reconcilable: verdict.is_ok(),
             reason: verdict.err().map(|e| e.to_string()),
@@ -135,9 +140,15 @@ impl Plan {
             kargs: diff.kargs.clone(),
             reboot: actions.contains(&Action::Reboot),
             actions,
+            decisions,
             drain,
             diff,
         })
+    }
+
+    /// One line per decision: which policy entry chose the actions of each change.
+    pub fn explain(&self) -> Vec<String> {
+        self.decisions.iter().map(ToString::to_string).collect()
     }
 
     /// The plan as one JSON object (`diff --json`).

@@ -2,7 +2,8 @@
 
 use machine_config::machineconfiguration::MachineConfiguration;
 use machine_config::{
-    Action, LegacyAction, MachineConfig, Plan, PolicyOptions, dataurl, legacy_action,
+    Action, ClusterPolicies, LegacyAction, MachineConfig, Plan, PolicyOptions, dataurl,
+    legacy_action,
 };
 use serde_json::{Value, json};
 
@@ -195,7 +196,7 @@ spec:
 fn user_policies_override_defaults_and_longest_prefix_wins() {
     let user = MachineConfiguration::from_slice(USER_POLICY.as_bytes()).unwrap();
     let o = PolicyOptions {
-        policies: user.spec.node_disruption_policy,
+        policies: ClusterPolicies::merged(&user.spec.node_disruption_policy),
         ..opts()
     };
     let cases: &[(&str, &[&str])] = &[
@@ -378,6 +379,11 @@ fn json_shape_is_exact() {
             "extensions": {"install": [], "uninstall": []},
             "fips": false, "kargs": [],
             "actions": [{"type": "Reload", "unit": "crio.service"}],
+            "decisions": [{
+                "subject": {"kind": "file", "name": "/etc/containers/policy.json"},
+                "actions": [{"type": "Reload", "unit": "crio.service"}],
+                "rule": {"by": "policy", "origin": "default", "entry": "/etc/containers/policy.json"}
+            }],
             "drain": false, "reboot": false
         })
     );
@@ -396,6 +402,7 @@ fn json_shape_is_exact() {
             "fips",
             "kargs",
             "actions",
+            "decisions",
             "drain",
             "reboot"
         ]
@@ -412,6 +419,7 @@ fn json_shape_is_exact() {
         "can't reconcile config a with b: configs a, b are not reconcilable: new machineconfig \"a\" is not reconcilable against \"b\": ignition directories section contains changes"
     );
     assert_eq!(v["actions"], json!([]));
+    assert_eq!(v["decisions"], json!([]));
 }
 
 #[test]

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use machine_config::MachineConfiguration;
+use anyhow::Result;
 use machine_config::diff::Changes;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use crate::input::LoadedConfig;
+use crate::input::policy::read_policy_file;
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,8 @@ pub struct Args {
     pub old: PathBuf,
     /// The config to move to.
     pub new: PathBuf,
-    /// A MachineConfiguration whose `spec.nodeDisruptionPolicy` overrides the default policies.
+    /// A MachineConfiguration (YAML or JSON) whose `spec.nodeDisruptionPolicy` is merged over
+    /// the default policies (as the MCO merges the cluster's).
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Print the plan as one JSON object.
@@ -34,11 +35,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         ..PolicyOptions::default()
     };
     if let Some(path) = &args.policy {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let mc =
-            MachineConfiguration::from_slice(&bytes).with_context(|| path.display().to_string())?;
-        opts.policies = mc.spec.node_disruption_policy;
-        opts.overrides = mc.spec.irreconcilable_validation_overrides;
+        let file = read_policy_file(path)?;
+        opts.policies = file.policies;
+        opts.overrides = file.overrides;
     }
     let plan = Plan::new(&old.machine_config, &new.machine_config, &opts)?;
     if args.json {
@@ -79,15 +78,12 @@ fn print_plan(p: &Plan) {
         );
     }
     if p.reconcilable {
-        let actions: Vec<String> = p
-            .actions
-            .iter()
-            .map(|a| match a.unit() {
-                Some(u) => format!("{} {u}", a.type_name()),
-                None => a.type_name().to_string(),
-            })
-            .collect();
+        let actions: Vec<String> = p.actions.iter().map(ToString::to_string).collect();
         println!("actions: {}", actions.join(", "));
+        // Which policy entry chose each change's actions.
+        for line in p.explain() {
+            println!("  {line}");
+        }
         println!("drain: {}", if p.drain { "yes" } else { "no" });
         println!("reboot: {}", if p.reboot { "yes" } else { "no" });
     }

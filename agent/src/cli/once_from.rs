@@ -1,4 +1,5 @@
-//! `mco-agent once-from FILE|URL [--ca FILE] [--root DIR] [--skip-reboot] [--skip-os]`.
+//! `mco-agent once-from FILE|URL [--ca FILE] [--root DIR] [--skip-reboot] [--skip-os]
+//! [--policy FILE]`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use machine_config::mco::EMPTY_CONFIG_NAME;
 
 use crate::engine::{Outcome, UpdateReport};
 use crate::input::LoadedConfig;
+use crate::input::policy::read_policy_file;
 use crate::once::{OnceFromOptions, once_from};
 
 /// Arguments of `once-from`.
@@ -36,6 +38,10 @@ pub struct Args {
     /// refusing the config when rpm-ostree cannot make them.
     #[arg(long)]
     pub skip_os: bool,
+    /// A MachineConfiguration (YAML or JSON) whose `spec.nodeDisruptionPolicy` is merged over
+    /// the default node disruption policies (as the MCO merges the cluster's).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
@@ -49,6 +55,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         no_lock_finalization: args.no_lock_finalization,
         arch: String::new(),
         boot_id_file: args.boot_id_file.clone(),
+        policy: args.policy.as_deref().map(read_policy_file).transpose()?,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -153,16 +160,11 @@ fn describe(r: &UpdateReport, root: &Path, no_reboot: &str, resumed: bool) -> St
         lines.push(format!("OS change staged: {s}"));
     }
     if let Some(plan) = &r.plan {
-        let actions: Vec<String> = plan
-            .actions
-            .iter()
-            .map(|a| match a.unit() {
-                Some(u) => format!("{} {u}", a.type_name()),
-                None => a.type_name().to_string(),
-            })
-            .collect();
+        let actions: Vec<String> = plan.actions.iter().map(ToString::to_string).collect();
         if !actions.is_empty() {
             lines.push(format!("post-update actions: {}", actions.join(", ")));
+            // Which policy entry chose each change's actions.
+            lines.extend(plan.explain().into_iter().map(|l| format!("  {l}")));
         }
     }
     match r.outcome {

@@ -12,7 +12,7 @@ use machine_config::mco::annotations::{
     CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
     UNCORDON_VERB,
 };
-use machine_config::{MachineConfig, MachineConfigPool};
+use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use tokio::sync::watch;
 
 use super::NodeApi;
@@ -40,6 +40,7 @@ pub struct FakeNodeApi {
     node: String,
     state: Mutex<State>,
     desired: watch::Sender<Option<String>>,
+    machine_configuration: watch::Sender<Option<MachineConfiguration>>,
 }
 
 impl FakeNodeApi {
@@ -53,7 +54,13 @@ impl FakeNodeApi {
             node: node.to_string(),
             state: Mutex::new(state),
             desired: watch::channel(None).0,
+            machine_configuration: watch::channel(None).0,
         }
+    }
+
+    /// What the cluster's `MachineConfiguration/cluster` is now (`None`: absent).
+    pub fn set_machine_configuration(&self, object: Option<MachineConfiguration>) {
+        self.machine_configuration.send_replace(object);
     }
 
     /// The node's labels.
@@ -237,6 +244,18 @@ impl NodeApi for FakeNodeApi {
             }),
             None => Ok(Vec::new()),
         }
+    }
+
+    fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>> {
+        let receiver = self.machine_configuration.subscribe();
+        futures::stream::unfold((receiver, true), |(mut rx, first)| async move {
+            if !first {
+                rx.changed().await.ok()?;
+            }
+            let value = rx.borrow_and_update().clone();
+            Some((value, (rx, false)))
+        })
+        .boxed()
     }
 }
 

@@ -18,7 +18,8 @@ use machine_config::mco::annotations::{
     UNCORDON_VERB,
 };
 use machine_config::mco::events::reason;
-use machine_config::{MachineConfig, MachineConfigPool};
+use machine_config::machineconfiguration::CLUSTER_NAME;
+use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use tracing::{info, warn};
 
 use super::annotations::{self, NodeAnnotations, drain_request, truncate_reason};
@@ -298,6 +299,38 @@ impl NodeApi for KubeNodeApi {
         let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
         self.remember_uid(&node);
         Ok(node.metadata.labels.unwrap_or_default())
+    }
+
+    fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>> {
+        let api: Api<MachineConfiguration> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("metadata.name={CLUSTER_NAME}"));
+        watcher(api, config)
+            .backoff(self.watch_backoff())
+            // A (re)list that does not find the object says it is gone.
+            .scan(false, |seen, event| {
+                let out = match event {
+                    Ok(watcher::Event::Init) => {
+                        *seen = false;
+                        None
+                    }
+                    Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
+                        *seen = true;
+                        Some(Some(o))
+                    }
+                    Ok(watcher::Event::InitDone) => (!*seen).then_some(None),
+                    Ok(watcher::Event::Delete(_)) => {
+                        *seen = false;
+                        Some(None)
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "watching MachineConfiguration/{CLUSTER_NAME} failed; the watch restarts");
+                        None
+                    }
+                };
+                futures::future::ready(Some(out))
+            })
+            .filter_map(futures::future::ready)
+            .boxed()
     }
 
     async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError> {

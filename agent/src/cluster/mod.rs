@@ -8,6 +8,8 @@
 //!   hands draining to a drain controller through `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
 //! - [`pool`]: the node's pool, from the MachineConfigPools selecting it or its role labels.
+//! - [`policy_watch`]: `MachineConfiguration/cluster` followed through a watch, and the MCD's
+//!   wait for its node disruption policy status.
 //!
 //! Every write is retried through transient failures (conflicts, throttling, 5xx, hung or
 //! dropped connections) until it lands or the caller drops it ([`retry`]).
@@ -21,6 +23,7 @@ pub mod events;
 mod fake;
 mod handshake;
 mod kube_node;
+pub mod policy_watch;
 pub mod pool;
 pub mod retry;
 
@@ -31,7 +34,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::DEFAULT_EVENT_NAMESPACE;
-use machine_config::{MachineConfig, MachineConfigPool};
+use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 
 pub use annotations::NodeAnnotations;
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
@@ -126,4 +129,8 @@ pub trait NodeApi: Send + Sync {
 
     /// Every MachineConfigPool (the node's credentials may not be allowed to list them).
     async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError>;
+
+    /// `MachineConfiguration/cluster` now and whenever it changes (`None` while it does not
+    /// exist). Never ends; a broken watch is re-established with backoff.
+    fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>>;
 }

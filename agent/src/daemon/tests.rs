@@ -96,6 +96,21 @@ impl DaemonHarness {
 
     /// A started daemon.
     pub async fn daemon(&self, feed: DesiredFeed) -> Daemon {
+        self.daemon_with_policy(
+            feed,
+            Arc::new(crate::engine::FixedPolicy(
+                crate::engine::ActivePolicy::defaults(),
+            )),
+        )
+        .await
+    }
+
+    /// A started daemon whose engine plans with `policy`.
+    pub async fn daemon_with_policy(
+        &self,
+        feed: DesiredFeed,
+        policy: Arc<dyn crate::engine::PolicySource>,
+    ) -> Daemon {
         let engine = crate::engine::Engine::new(
             crate::rootfs::Root::open(self.node.path()).unwrap(),
             self.node.seams(),
@@ -105,7 +120,8 @@ impl DaemonHarness {
             },
             self.cluster.clone(),
         )
-        .unwrap();
+        .unwrap()
+        .with_policy_source(policy);
         let mut d = Daemon::new(engine, self.source.clone(), feed);
         d.start().await.unwrap();
         d

@@ -74,6 +74,7 @@ pub mod fake;
 pub mod live;
 pub mod observe;
 mod os;
+pub mod policy;
 mod post_actions;
 pub mod record;
 pub mod report;
@@ -93,7 +94,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use machine_config::mco::paths::FORCE_FILE;
 use machine_config::plan::Plan;
-use machine_config::{MachineConfig, NodeDisruptionPolicy};
+use machine_config::MachineConfig;
 
 use crate::apply::ApplyOutcome;
 use crate::host::reboot::Rebooter;
@@ -103,6 +104,7 @@ use crate::rootfs::Root;
 use crate::units::UnitEnablement;
 
 pub use observe::{Observation, Observer};
+pub use policy::{ActivePolicy, FixedPolicy, PolicySource};
 pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
 };
@@ -137,8 +139,6 @@ pub struct EngineOptions {
     pub skip_os: bool,
     /// Node architecture for the reconcile check.
     pub arch: String,
-    /// User node-disruption policies merged over the MCD's defaults.
-    pub policies: NodeDisruptionPolicy,
     /// Where the boot id is read (tests simulate reboots by changing it).
     pub boot_id_file: PathBuf,
     /// Validate the disk against the current config before an update (the MCD's preflight
@@ -160,7 +160,6 @@ impl Default for EngineOptions {
         EngineOptions {
             skip_os: false,
             arch: std::env::consts::ARCH.to_string(),
-            policies: NodeDisruptionPolicy::default(),
             boot_id_file: PathBuf::from(BOOT_ID_FILE),
             preflight: true,
             status_file: true,
@@ -239,6 +238,9 @@ pub struct Engine {
     opts: EngineOptions,
     reporter: Reporter,
     boot_id: String,
+    /// Where a new update's node disruption policies come from (the default table unless
+    /// [`Engine::with_policy_source`] says otherwise).
+    policy_source: Arc<dyn PolicySource>,
 }
 
 impl Engine {
@@ -257,7 +259,14 @@ impl Engine {
             opts,
             reporter,
             boot_id,
+            policy_source: Arc::new(FixedPolicy(ActivePolicy::defaults())),
         })
+    }
+
+    /// Plans new updates with the policies `source` gives.
+    pub fn with_policy_source(mut self, source: Arc<dyn PolicySource>) -> Self {
+        self.policy_source = source;
+        self
     }
 
     pub fn root(&self) -> &Root {

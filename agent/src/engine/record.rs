@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use machine_config::MachineConfig;
 use serde::{Deserialize, Serialize};
 
+use super::policy::ActivePolicy;
 use crate::rootfs::{Owner, Root};
 
 /// Where the update in progress is recorded, inside the root.
@@ -120,6 +121,10 @@ pub struct UpdateRecord {
     /// Why the update is being rolled back, or why it did not take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The node disruption policies the update was planned with (a record written before
+    /// they were recorded is planned with the default table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ActivePolicy>,
 }
 
 impl UpdateRecord {
@@ -141,6 +146,7 @@ impl UpdateRecord {
             started_ms: now_ms(),
             stamped: Vec::new(),
             reason: None,
+            policy: None,
         }
     }
 

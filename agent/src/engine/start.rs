@@ -9,6 +9,7 @@ use machine_config::plan::Plan;
 use machine_config::{MachineConfig, MachineConfigSpec};
 use serde_json::{Map, Value};
 
+use super::policy::ActivePolicy;
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::report::LastUpdate;
 use super::steps::Ctx;
@@ -241,21 +242,30 @@ impl Engine {
             current_mc.name(),
             desired.name()
         );
-        let mut plan = Plan::new(&current_mc, desired, &self.policy()).map_err(|e| {
+        let active = match self.policy_source.current().await {
+            Ok(active) => active,
+            Err(e) => {
+                // The MCD checks reconcilability before it asks for the cluster's policies.
+                let defaults = self.plan_options(&ActivePolicy::defaults());
+                if let Ok(plan) = Plan::new(&current_mc, desired, &defaults)
+                    && plan.reason.is_some()
+                {
+                    return Err(self.unreconcilable(plan, report).await);
+                }
+                return Err(Outcome::Degraded(format!("{e:#}")));
+            }
+        };
+        let mut plan = Plan::new(&current_mc, desired, &self.plan_options(&active)).map_err(|e| {
             Outcome::Degraded(format!("planning the update to {}: {e}", desired.name()))
         })?;
-        if let Some(reason) = &plan.reason {
-            self.reporter
-                .event(reason::FAILED_TO_RECONCILE, reason)
-                .await;
-            report.plan = Some(plan.clone());
-            return Err(Outcome::Unreconcilable(reason.clone()));
+        if plan.reason.is_some() {
+            return Err(self.unreconcilable(plan, report).await);
         }
         let mut desired = desired.clone();
         let os_changes = os::describe(&plan, &current_mc, &desired);
         if !os_changes.is_empty() && self.opts.skip_os {
             desired = with_os_of(&desired, &current_mc);
-            plan = Plan::new(&current_mc, &desired, &self.policy())
+            plan = Plan::new(&current_mc, &desired, &self.plan_options(&active))
                 .map_err(|e| Outcome::Degraded(format!("planning without OS changes: {e}")))?;
             report.left_out = os_changes;
         } else if !os_changes.is_empty() && self.seams.os.is_none() {
@@ -306,6 +316,14 @@ impl Engine {
         rec.force = force;
         rec.reboot = plan.reboot;
         transitions::check(None, Some(step)).map_err(degraded)?;
+        tracing::info!(
+            update = rec.describe(),
+            policies = active.source,
+            "plan for {}: {}",
+            rec.describe(),
+            plan.explain().join("; ")
+        );
+        rec.policy = Some(active);
         backups::prepare(&self.root, &mut rec, &current_ign, &desired_ign).map_err(degraded)?;
         record::store(&self.root, &rec).map_err(degraded)?;
         tracing::info!(
@@ -350,6 +368,16 @@ impl Engine {
             started: Instant::now(),
         };
         Ok((rec, ctx))
+    }
+
+    /// An unreconcilable update: the event, and the outcome (nothing was changed).
+    async fn unreconcilable(&self, plan: Plan, report: &mut UpdateReport) -> Outcome {
+        let reason = plan.reason.clone().unwrap_or_default();
+        self.reporter
+            .event(reason::FAILED_TO_RECONCILE, &reason)
+            .await;
+        report.plan = Some(plan);
+        Outcome::Unreconcilable(reason)
     }
 
     /// Reports the outcome (state, reason, last update) and returns the report.

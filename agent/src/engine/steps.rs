@@ -9,6 +9,7 @@ use machine_config::Config;
 use machine_config::mco::events::reason;
 use machine_config::plan::{Plan, PolicyOptions};
 
+use super::policy::ActivePolicy;
 use super::record::{self, Step, UpdateRecord};
 use super::report::LastUpdate;
 use super::{Engine, Outcome, UpdateReport, backups, os, post_actions, transitions};
@@ -38,10 +39,12 @@ pub(crate) enum Next {
 }
 
 impl Engine {
-    pub(crate) fn policy(&self) -> PolicyOptions {
+    /// The plan's inputs under `policy`.
+    pub(crate) fn plan_options(&self, policy: &ActivePolicy) -> PolicyOptions {
         PolicyOptions {
             arch: self.opts.arch.clone(),
-            policies: self.opts.policies.clone(),
+            policies: policy.policies.clone(),
+            overrides: policy.overrides.clone(),
             ..PolicyOptions::default()
         }
     }
@@ -59,7 +62,8 @@ impl Engine {
             .desired
             .ignition()
             .context("the recorded desired config")?;
-        let plan = Plan::new(&rec.current, &rec.desired, &self.policy())
+        let policy = rec.policy.clone().unwrap_or_else(ActivePolicy::defaults);
+        let plan = Plan::new(&rec.current, &rec.desired, &self.plan_options(&policy))
             .context("planning the recorded update")?;
         Ok(Ctx {
             plan,

@@ -1,8 +1,10 @@
 //! Reading a config given on the command line: a MachineConfig (YAML or JSON) or a bare Ignition
 //! config of any supported spec, from a file or an http(s) URL, into a MachineConfig (a bare
 //! config is wrapped, named after the file; a config server's answer yields the MachineConfig it
-//! carries, read by [`served`]), and the MachineConfig recorded in a root (`currentconfig`).
+//! carries, read by [`served`]), the MachineConfig recorded in a root (`currentconfig`), and a
+//! policy file ([`policy`]).
 
+pub mod policy;
 pub mod served;
 
 use std::path::Path;

@@ -29,23 +29,28 @@ fn b() -> MachineConfig {
 
 /// An engine where changes to these files need no reboot (a user policy).
 fn engine(node: &Node, seams: Seams) -> crate::engine::Engine {
-    let mut engine = node.engine_with(seams);
     let none = machine_config::machineconfiguration::PolicyAction {
         type_: "None".into(),
         reload: None,
         restart: None,
     };
-    for path in ["/etc/chrony.conf", "/etc/admin.conf"] {
-        engine
-            .opts
-            .policies
-            .files
-            .push(machine_config::machineconfiguration::FilePolicy {
-                path: path.into(),
+    let user = machine_config::NodeDisruptionPolicy {
+        files: ["/etc/chrony.conf", "/etc/admin.conf"]
+            .iter()
+            .map(|path| machine_config::machineconfiguration::FilePolicy {
+                path: path.to_string(),
                 actions: vec![none.clone()],
-            });
-    }
-    engine
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let policy = crate::engine::ActivePolicy {
+        policies: machine_config::ClusterPolicies::merged(&user),
+        overrides: Default::default(),
+        source: "a test policy".into(),
+    };
+    node.engine_with(seams)
+        .with_policy_source(std::sync::Arc::new(crate::engine::FixedPolicy(policy)))
 }
 
 #[tokio::test]

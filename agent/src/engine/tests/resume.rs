@@ -86,6 +86,45 @@ async fn interrupted_during_post_actions_runs_them_again_and_completes() {
     assert_eq!(node.current().as_deref(), Some("rendered-b"));
 }
 
+/// A resumed update runs the actions it was planned with, whatever the policies say now.
+#[tokio::test]
+async fn a_resumed_update_keeps_the_policy_it_was_planned_with() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    let mut rec = record_at(&node, &a(), &b(), Step::PostActions);
+    let restart_kubelet = machine_config::machineconfiguration::PolicyAction {
+        type_: "Restart".into(),
+        reload: None,
+        restart: Some(machine_config::machineconfiguration::ServiceRef {
+            service_name: "kubelet.service".into(),
+        }),
+    };
+    let user = machine_config::NodeDisruptionPolicy {
+        files: vec![machine_config::machineconfiguration::FilePolicy {
+            path: "/etc/nmstate/openshift".into(),
+            actions: vec![restart_kubelet],
+        }],
+        ..Default::default()
+    };
+    rec.policy = Some(crate::engine::ActivePolicy {
+        policies: machine_config::ClusterPolicies::merged(&user),
+        overrides: Default::default(),
+        source: "MachineConfiguration/cluster generation 7".into(),
+    });
+    record::store(&Root::open(node.path()).unwrap(), &rec).unwrap();
+    for (p, c) in [(CRIO_POLICY, "[]\n"), (ONE, "b1\n"), (TWO, "b2\n")] {
+        node.write(p, c);
+    }
+    // The restarted engine's own policies are the defaults (ONE and TWO: None).
+    let report = node.engine().resume().await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:?}");
+    assert_eq!(
+        report.actions,
+        vec!["Reload crio.service", "Restart kubelet.service", "Restart kubelet.service"]
+    );
+    assert_eq!(node.current().as_deref(), Some("rendered-b"));
+}
+
 #[tokio::test]
 async fn interrupted_while_draining_drains_again() {
     let node = Node::new();
