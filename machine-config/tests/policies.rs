@@ -3,8 +3,8 @@
 //! decision (policy entry) behind every action of a plan.
 
 use machine_config::machineconfiguration::{
-    FilePolicy, MachineConfiguration, NodeDisruptionPolicy, PolicyAction, ServiceRef,
-    SshKeyPolicy, UnitPolicy,
+    FilePolicy, MachineConfiguration, NodeDisruptionPolicy, PolicyAction, ServiceRef, SshKeyPolicy,
+    UnitPolicy,
 };
 use machine_config::policy::{Origin, Rule, Subject, default_policy};
 use machine_config::{ClusterPolicies, MachineConfig, Plan, PolicyOptions, dataurl};
@@ -59,9 +59,15 @@ fn user_entries_take_the_place_of_defaults_and_new_ones_are_appended() {
         .collect();
     let mut want: Vec<&str> = defaults.files.iter().map(|f| f.path.as_str()).collect();
     want.push("/etc/foo.conf");
-    assert_eq!(paths, want, "same place for replaced entries, new ones last");
     assert_eq!(
-        merged.file_policy("/etc/containers/policy.json").unwrap().actions,
+        paths, want,
+        "same place for replaced entries, new ones last"
+    );
+    assert_eq!(
+        merged
+            .file_policy("/etc/containers/policy.json")
+            .unwrap()
+            .actions,
         [act("None", None)]
     );
     assert_eq!(merged.policies().units.len(), 2);
@@ -103,9 +109,15 @@ fn the_closest_path_wins() {
         ("/etc/app/special/y", Some("/etc/app/special/")),
         ("/etc/app/special", Some("/etc/app")),
         ("/etc/application", None),
-        ("/etc/containers/registries.d/a.yaml", Some("/etc/containers/registries.d")),
+        (
+            "/etc/containers/registries.d/a.yaml",
+            Some("/etc/containers/registries.d"),
+        ),
         ("/etc/containers/registries.dx", None),
-        ("/etc/containers/registries.conf", Some("/etc/containers/registries.conf")),
+        (
+            "/etc/containers/registries.conf",
+            Some("/etc/containers/registries.conf"),
+        ),
     ];
     for (path, want) in rows {
         assert_eq!(
@@ -155,14 +167,20 @@ fn every_change_names_the_entry_that_chose_its_actions() {
     let unit = |c: &str| json!([{"name": "foo.service", "contents": c}]);
     let old = mc(
         "a",
-        &[("/etc/containers/registries.conf", ""), ("/etc/foo.conf", "1")],
+        &[
+            ("/etc/containers/registries.conf", ""),
+            ("/etc/foo.conf", "1"),
+        ],
         unit("a"),
         json!({}),
     );
     let new = mc(
         "b",
         &[
-            ("/etc/containers/registries.conf", "unqualified-search-registries = [\"quay.io\"]\n"),
+            (
+                "/etc/containers/registries.conf",
+                "unqualified-search-registries = [\"quay.io\"]\n",
+            ),
             ("/etc/foo.conf", "2"),
             ("/etc/containers/registries.d/x.yaml", "x"),
         ],
@@ -250,7 +268,8 @@ status:
     let status = mc.computed_policy_status();
     assert_eq!(status.observed_generation, 3);
     let mut want = default_policy();
-    want.files.push(file_policy("/etc/foo.conf", &[act("None", None)]));
+    want.files
+        .push(file_policy("/etc/foo.conf", &[act("None", None)]));
     assert_eq!(status.node_disruption_policy_status.cluster_policies, want);
     mc.status = status;
     assert!(mc.policy_status_current());

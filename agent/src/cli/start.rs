@@ -7,13 +7,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cluster::{ClusterOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool};
+use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
+use crate::cluster::{ClusterOptions, DrainMode, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool};
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
+use crate::daemon::policy::ClusterPolicySource;
 use crate::daemon::source::{ConfigSource, FileSource};
 use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
 use crate::engine::live::{self, SeamOptions};
-use crate::engine::{ClusterReport, Engine, EngineOptions, NoCluster};
+use crate::engine::{
+    ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, NoCluster, PolicySource,
+};
+use crate::input::policy::read_policy_file;
 use crate::metrics::{self, MetricsArgs};
 use crate::rootfs::Root;
 
@@ -58,12 +63,49 @@ pub struct Args {
     /// FinalizeDeployment, and a reboot the agent did not ask for drops them).
     #[arg(long, env = "MCO_AGENT_NO_LOCK_FINALIZATION")]
     pub no_lock_finalization: bool,
+    /// Without a cluster: a MachineConfiguration (YAML or JSON) whose
+    /// `spec.nodeDisruptionPolicy` is merged over the default node disruption policies (as
+    /// the MCO merges the cluster's). With a cluster the policies are
+    /// `MachineConfiguration/cluster`'s status, followed as it changes.
+    #[arg(long, env = "MCO_AGENT_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Who drains the node before a disruptive update: `agent` (the agent cordons and evicts
+    /// through the Eviction API) or `controller` (the agent asks a drain controller, the MCO's
+    /// or `mco-companion`'s, through `desiredDrain` and waits for `lastAppliedDrain`).
+    #[arg(
+        long,
+        env = "MCO_AGENT_DRAIN_MODE",
+        value_enum,
+        default_value = "agent"
+    )]
+    pub drain_mode: DrainModeArg,
+    /// A second kubeconfig used only to list and evict the node's pods in agent drains (e.g. a
+    /// service account allowed to evict where the node's own credentials are not); the node's
+    /// own writes (cordon, annotations, events) keep the node's credentials.
+    #[arg(long, env = "MCO_AGENT_EVICTION_KUBECONFIG")]
+    pub eviction_kubeconfig: Option<PathBuf>,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
     /// Metrics and the kubelet health check.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+}
+
+/// `--drain-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DrainModeArg {
+    Agent,
+    Controller,
+}
+
+impl From<DrainModeArg> for DrainMode {
+    fn from(arg: DrainModeArg) -> Self {
+        match arg {
+            DrainModeArg::Agent => DrainMode::Agent,
+            DrainModeArg::Controller => DrainMode::Controller,
+        }
+    }
 }
 
 /// The pool to ask the config server for: `--pool` (or `MCO_AGENT_POOL`); else, with a
@@ -120,10 +162,37 @@ async fn run_daemon(args: &Args) -> Result<()> {
         Some(kubeconfig) => {
             let mut options = ClusterOptions::new(&node);
             options.kubeconfig = kubeconfig.clone();
+            options.drain_mode = args.drain_mode.into();
+            options.eviction_kubeconfig = args.eviction_kubeconfig.clone();
+            tracing::info!(
+                drain_mode = ?options.drain_mode,
+                eviction_kubeconfig = ?options.eviction_kubeconfig,
+                "drains"
+            );
             Some(Arc::new(KubeNodeApi::connect(&options).await?))
         }
         None => None,
     };
+    let policy: Arc<dyn PolicySource> = match (&api, &args.policy) {
+        (Some(_), Some(path)) => bail!(
+            "--policy {} is for nodes without a cluster: with a cluster the node disruption \
+             policies are MachineConfiguration/cluster's (edit its spec.nodeDisruptionPolicy)",
+            path.display()
+        ),
+        (Some(api), None) => Arc::new(ClusterPolicySource {
+            watch: PolicyWatch::spawn(api.machine_configuration()),
+            wait: PolicyWait::default(),
+        }),
+        (None, Some(path)) => Arc::new(FixedPolicy(ActivePolicy::from_file(&read_policy_file(
+            path,
+        )?))),
+        (None, None) => Arc::new(FixedPolicy(ActivePolicy::defaults())),
+    };
+    if api.is_none()
+        && (args.drain_mode != DrainModeArg::Agent || args.eviction_kubeconfig.is_some())
+    {
+        bail!("--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)");
+    }
     let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
@@ -161,7 +230,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         Some(api) => Arc::new(NodeReport::new(api.clone())),
         None => Arc::new(NoCluster),
     };
-    let engine = Engine::new(root, seams, opts, cluster)?;
+    let engine = Engine::new(root, seams, opts, cluster)?.with_policy_source(policy);
     // Metrics are informational: a port someone else holds does not stop the agent.
     let metrics = match metrics::start(&args.metrics, engine.root()).await {
         Ok(m) => m,

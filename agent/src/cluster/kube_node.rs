@@ -12,13 +12,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
+use machine_config::machineconfiguration::CLUSTER_NAME;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
     CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
     UNCORDON_VERB,
 };
 use machine_config::mco::events::reason;
-use machine_config::machineconfiguration::CLUSTER_NAME;
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use tracing::{info, warn};
 

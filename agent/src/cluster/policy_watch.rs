@@ -31,7 +31,9 @@ pub enum PolicyNotReady {
         "NodeDisruptionPolicyStatus was not ready: MachineConfiguration/cluster has not been created yet"
     )]
     NotCreated,
-    #[error("NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date")]
+    #[error(
+        "NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date"
+    )]
     NotUpToDate,
 }
 

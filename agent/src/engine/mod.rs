@@ -92,9 +92,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use machine_config::MachineConfig;
 use machine_config::mco::paths::FORCE_FILE;
 use machine_config::plan::Plan;
-use machine_config::MachineConfig;
 
 use crate::apply::ApplyOutcome;
 use crate::host::reboot::Rebooter;
@@ -104,10 +104,10 @@ use crate::rootfs::Root;
 use crate::units::UnitEnablement;
 
 pub use observe::{Observation, Observer};
-pub use policy::{ActivePolicy, FixedPolicy, PolicySource};
 pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
 };
+pub use policy::{ActivePolicy, FixedPolicy, PolicySource};
 pub use record::{Step, UpdateRecord};
 pub use report::{ClusterReport, NoCluster, Reporter, Status};
 

@@ -255,9 +255,10 @@ impl Engine {
                 return Err(Outcome::Degraded(format!("{e:#}")));
             }
         };
-        let mut plan = Plan::new(&current_mc, desired, &self.plan_options(&active)).map_err(|e| {
-            Outcome::Degraded(format!("planning the update to {}: {e}", desired.name()))
-        })?;
+        let mut plan =
+            Plan::new(&current_mc, desired, &self.plan_options(&active)).map_err(|e| {
+                Outcome::Degraded(format!("planning the update to {}: {e}", desired.name()))
+            })?;
         if plan.reason.is_some() {
             return Err(self.unreconcilable(plan, report).await);
         }

@@ -21,7 +21,8 @@ pub struct PolicyFile {
 /// Reads and checks the file; an error names the file and the offending field.
 pub fn read_policy_file(path: &Path) -> Result<PolicyFile> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mc = MachineConfiguration::from_slice(&bytes).with_context(|| path.display().to_string())?;
+    let mc =
+        MachineConfiguration::from_slice(&bytes).with_context(|| path.display().to_string())?;
     Ok(PolicyFile {
         path: path.to_path_buf(),
         policies: ClusterPolicies::merged(&mc.spec.node_disruption_policy),

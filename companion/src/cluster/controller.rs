@@ -10,6 +10,9 @@
 //! 3. sets `desiredConfig` on the nodes the rollout step allows (`maxUnavailable`, zone, age;
 //!    none in a paused pool);
 //! 4. writes the pool's status (counts and conditions, `RenderDegraded` on render failures).
+//!
+//! Each pass first brings `MachineConfiguration/cluster`'s node disruption status up to date
+//! ([`policy_status`](super::policy_status)); the drain controller runs beside the loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,22 +27,42 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use machine_config::mco::annotations::DESIRED_CONFIG;
 use machine_config::render::{self, RenderOptions};
-use machine_config::{MachineConfig, MachineConfigPool};
+use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 
+use super::drain::schedule::DrainTimings;
 use super::nodes;
 use super::{cached, is_rendered};
 
 /// Time between passes when nothing changes.
 const RESYNC: Duration = Duration::from_secs(30);
 
-/// Runs the controller until `shutdown` turns true.
+/// Runs the controller (and the drain controller, [`drain`](super::drain), on the MCO's
+/// timings) until `shutdown` turns true.
 pub async fn run(
     client: Client,
     options: RenderOptions,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    run_with(client, options, DrainTimings::default(), shutdown).await
+}
+
+/// [`run`] with the drain controller's timings given (tests shrink them).
+pub async fn run_with(
+    client: Client,
+    options: RenderOptions,
+    drain_timings: DrainTimings,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
+    let drains = tokio::spawn({
+        let (client, shutdown) = (client.clone(), shutdown.clone());
+        async move {
+            if let Err(err) = super::drain::run(client, drain_timings, shutdown).await {
+                tracing::error!("drain controller stopped: {err:#}");
+            }
+        }
+    });
     let (configs, mc_changes) = cached(Api::<MachineConfig>::all(client.clone()), "MachineConfigs");
     let pool_changes = changes(
         Api::<MachineConfigPool>::all(client.clone()),
@@ -61,6 +84,7 @@ pub async fn run(
         ready = configs.wait_until_ready() => ready.context("watching MachineConfigs")?,
         _ = shutdown.changed() => {
             pump.abort();
+            drains.abort();
             return Ok(());
         }
     }
@@ -89,6 +113,7 @@ pub async fn run(
         }
     }
     pump.abort();
+    drains.abort();
     Ok(())
 }
 
@@ -127,6 +152,11 @@ struct Controller {
 
 impl Controller {
     async fn sync_all(&self) -> Result<()> {
+        // The agents' node disruption policies; a failure here does not hold up rollouts.
+        let configurations = Api::<MachineConfiguration>::all(self.client.clone());
+        if let Err(err) = super::policy_status::sync(&configurations).await {
+            tracing::warn!("node disruption policy status: {err:#}");
+        }
         let pools = Api::<MachineConfigPool>::all(self.client.clone())
             .list(&ListParams::default())
             .await

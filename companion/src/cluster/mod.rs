@@ -1,8 +1,11 @@
 //! Cluster mode: the companion as the MCO's render controller and node controller
-//! ([`controller`]) and as its config server ([`source`]), against a Kubernetes API.
+//! ([`controller`]), its drain controller ([`drain`]) and the operator's node disruption policy
+//! status ([`policy_status`]), and as its config server ([`source`]), against a Kubernetes API.
 
 pub mod controller;
+pub mod drain;
 pub mod nodes;
+pub mod policy_status;
 pub mod source;
 
 use std::path::Path;

@@ -120,7 +120,11 @@ async fn a_resumed_update_keeps_the_policy_it_was_planned_with() {
     assert_eq!(report.outcome, Outcome::Done, "{report:?}");
     assert_eq!(
         report.actions,
-        vec!["Reload crio.service", "Restart kubelet.service", "Restart kubelet.service"]
+        vec![
+            "Reload crio.service",
+            "Restart kubelet.service",
+            "Restart kubelet.service"
+        ]
     );
     assert_eq!(node.current().as_deref(), Some("rendered-b"));
 }
