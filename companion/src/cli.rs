@@ -11,6 +11,7 @@ use machine_config::render::{self, RenderOptions};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cluster::drain::schedule::DrainTimings;
 use crate::server::{self, ConfigSource, Limits};
 use crate::standalone::Standalone;
 
@@ -49,6 +50,38 @@ impl BaseArgs {
         RenderOptions {
             os_image_url: self.os_image_url.clone(),
             base_os_extensions_container_image: self.extensions_image.clone(),
+        }
+    }
+}
+
+/// The drain controller's timings (hidden: the MCO's values unless a test shrinks them).
+#[derive(Debug, Args)]
+pub struct DrainTimingArgs {
+    /// Delay before a failed drain is tried again.
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "1m")]
+    pub drain_requeue: Duration,
+    /// After failing this long, drains are retried every --drain-failing-requeue.
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "10m")]
+    pub drain_failing_threshold: Duration,
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "5m")]
+    pub drain_failing_requeue: Duration,
+    /// Past this long a drain gets a DrainFailed event on every try.
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "1h")]
+    pub drain_timeout: Duration,
+    /// One drain try.
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "90s")]
+    pub drain_attempt: Duration,
+}
+
+impl DrainTimingArgs {
+    fn timings(&self) -> DrainTimings {
+        DrainTimings {
+            requeue: self.drain_requeue,
+            failing_threshold: self.drain_failing_threshold,
+            failing_requeue: self.drain_failing_requeue,
+            timeout: self.drain_timeout,
+            attempt: self.drain_attempt,
+            ..DrainTimings::default()
         }
     }
 }
@@ -115,6 +148,8 @@ pub struct ServeArgs {
     pub max_connections: usize,
     #[command(flatten)]
     pub base: BaseArgs,
+    #[command(flatten)]
+    pub drain: DrainTimingArgs,
 }
 
 /// `controller` arguments.
@@ -125,6 +160,8 @@ pub struct ControllerArgs {
     pub kubeconfig: PathBuf,
     #[command(flatten)]
     pub base: BaseArgs,
+    #[command(flatten)]
+    pub drain: DrainTimingArgs,
 }
 
 /// Runs the parsed command line.
@@ -135,7 +172,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Controller(args) => {
             let client = crate::cluster::client(&args.kubeconfig).await?;
             let (_stop, shutdown) = shutdown_on_signal();
-            crate::cluster::controller::run(client, args.base.options(), shutdown).await
+            let drains = crate::cluster::drain_client(&args.kubeconfig).await?;
+            let (options, timings) = (args.base.options(), args.drain.timings());
+            crate::cluster::controller::run_with(client, options, Some((drains, timings)), shutdown)
+                .await
         }
     }
 }
@@ -183,9 +223,14 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
             if args.controller {
                 let (client, options, shutdown) =
                     (client.clone(), args.base.options(), shutdown.clone());
+                let drains = Some((
+                    crate::cluster::drain_client(kubeconfig).await?,
+                    args.drain.timings(),
+                ));
                 tasks.spawn(async move {
                     if let Err(err) =
-                        crate::cluster::controller::run(client, options, shutdown).await
+                        crate::cluster::controller::run_with(client, options, drains, shutdown)
+                            .await
                     {
                         tracing::error!("controller stopped: {err:#}");
                     }

@@ -50,9 +50,13 @@ fn cluster() -> TestApiServer {
     server
 }
 
-/// Starts the drain controller; dropping the sender stops it.
+/// Starts the drain controller (its log in the test's output); dropping the sender stops it.
 async fn start_controller(server: &TestApiServer) -> watch::Sender<bool> {
-    let client = mco_companion::cluster::client(server.kubeconfig())
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("mco_companion=info")
+        .with_test_writer()
+        .try_init();
+    let client = mco_companion::cluster::drain_client(server.kubeconfig())
         .await
         .unwrap();
     let (stop, shutdown) = watch::channel(false);

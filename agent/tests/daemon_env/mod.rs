@@ -12,6 +12,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use machine_config::MachineConfiguration;
 use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use mco_agent::engine::Status;
 use mco_companion::server::{self, ConfigSource, Limits};
@@ -171,10 +172,21 @@ impl Node {
     }
 
     /// Cluster mode: a Kubernetes API test server with this node's Node object (no
-    /// annotations yet); the agent gets `--kubeconfig` with the node's credentials.
+    /// annotations yet) and `MachineConfiguration/cluster` with the node disruption status the
+    /// MCO's operator (or the companion's controller) computes for an empty spec; the agent gets
+    /// `--kubeconfig` with the node's credentials.
     pub fn with_cluster(mut self) -> Self {
         let server = TestApiServer::start().unwrap();
         server.seed(fixtures::node(NODE)).unwrap();
+        let mut policies = MachineConfiguration::from_slice(
+            b"apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\n",
+        )
+        .unwrap();
+        policies.metadata.generation = Some(1);
+        policies.status = policies.computed_policy_status();
+        server
+            .seed(serde_json::to_value(&policies).unwrap())
+            .unwrap();
         let kubeconfig = self.dir.path().join("kubelet.kubeconfig");
         server
             .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))

@@ -38,30 +38,30 @@ use super::{cached, is_rendered};
 /// Time between passes when nothing changes.
 const RESYNC: Duration = Duration::from_secs(30);
 
-/// Runs the controller (and the drain controller, [`drain`](super::drain), on the MCO's
-/// timings) until `shutdown` turns true.
+/// Runs the controller until `shutdown` turns true.
 pub async fn run(
     client: Client,
     options: RenderOptions,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    run_with(client, options, DrainTimings::default(), shutdown).await
+    run_with(client, options, None, shutdown).await
 }
 
-/// [`run`] with the drain controller's timings given (tests shrink them).
+/// [`run`], with the drain controller ([`drain`](super::drain)) beside it when `drains` is
+/// given (its client should come from [`drain_client`](super::drain_client)).
 pub async fn run_with(
     client: Client,
     options: RenderOptions,
-    drain_timings: DrainTimings,
+    drains: Option<(Client, DrainTimings)>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let drains = tokio::spawn({
-        let (client, shutdown) = (client.clone(), shutdown.clone());
-        async move {
-            if let Err(err) = super::drain::run(client, drain_timings, shutdown).await {
+    let drains = drains.map(|(drain_client, timings)| {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(err) = super::drain::run(drain_client, timings, shutdown).await {
                 tracing::error!("drain controller stopped: {err:#}");
             }
-        }
+        })
     });
     let (configs, mc_changes) = cached(Api::<MachineConfig>::all(client.clone()), "MachineConfigs");
     let pool_changes = changes(
@@ -69,8 +69,13 @@ pub async fn run_with(
         "MachineConfigPools",
     );
     let node_changes = changes(Api::<Node>::all(client.clone()), "Nodes");
+    // An admin's policy edit is reflected in the status at once, not at the next resync.
+    let policy_changes = changes(
+        Api::<MachineConfiguration>::all(client.clone()),
+        "MachineConfigurations",
+    );
     let mut all_changes = futures::stream::select(
-        mc_changes.boxed(),
+        futures::stream::select(mc_changes.boxed(), policy_changes.boxed()),
         futures::stream::select(pool_changes.boxed(), node_changes.boxed()),
     );
     let wake = Arc::new(Notify::new());
@@ -84,7 +89,9 @@ pub async fn run_with(
         ready = configs.wait_until_ready() => ready.context("watching MachineConfigs")?,
         _ = shutdown.changed() => {
             pump.abort();
-            drains.abort();
+            if let Some(drains) = &drains {
+                drains.abort();
+            }
             return Ok(());
         }
     }
@@ -113,7 +120,9 @@ pub async fn run_with(
         }
     }
     pump.abort();
-    drains.abort();
+    if let Some(drains) = &drains {
+        drains.abort();
+    }
     Ok(())
 }
 

@@ -20,12 +20,25 @@ use machine_config::MachineConfig;
 
 /// A client for the cluster in `kubeconfig` (its current context).
 pub async fn client(kubeconfig: &Path) -> Result<Client> {
+    let config = config(kubeconfig).await?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// A client for the drain controller: without kube's own retries of 429 answers, which from
+/// the Eviction API are a PodDisruptionBudget's refusal the drain must see (and retry on its
+/// own schedule), not throttling.
+pub async fn drain_client(kubeconfig: &Path) -> Result<Client> {
+    let mut config = config(kubeconfig).await?;
+    config.default_retry = false;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn config(kubeconfig: &Path) -> Result<kube::Config> {
     let kc = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
-    Client::try_from(config).context("building the Kubernetes client")
+        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))
 }
 
 /// A watch-fed cache of objects, and a stream that yields whenever it changed (after the cache

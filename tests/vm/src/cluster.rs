@@ -31,8 +31,8 @@ pub fn api_server_for_guests() -> Result<TestApiServer> {
 }
 
 /// The cluster a guest node belongs to: the API test server with the guest's Node object (no
-/// annotations yet) and the rendered MachineConfigs the test adds. The test plays the node
-/// controller (`set_desired`).
+/// annotations yet), `MachineConfiguration/cluster` and the rendered MachineConfigs the test
+/// adds. The test plays the node controller (`set_desired`).
 pub struct GuestCluster {
     pub api: TestApiServer,
 }
@@ -41,6 +41,14 @@ impl GuestCluster {
     pub fn start() -> Result<Self> {
         let api = api_server_for_guests()?;
         api.seed(fixtures::node(GUEST_NODE))?;
+        // The node disruption status the MCO's operator computes for an empty spec (the agent
+        // plans with it once it is current, as the MCD does).
+        let mut policies = machine_config::MachineConfiguration::from_slice(
+            b"apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\n",
+        )?;
+        policies.metadata.generation = Some(1);
+        policies.status = policies.computed_policy_status();
+        api.seed(serde_json::to_value(&policies)?)?;
         Ok(GuestCluster { api })
     }
 

@@ -190,12 +190,18 @@ impl Worker {
             attempt_pause: t.poll,
             poll_interval: t.poll,
         };
+        // No single API call may outlast the try.
+        let defaults = RetryPolicy::default();
+        let retry = RetryPolicy {
+            attempt_timeout: defaults.attempt_timeout.min(t.attempt),
+            ..defaults
+        };
         Drainer::new(
             node,
             self.client.clone(),
             self.client.clone(),
             options,
-            RetryPolicy::default(),
+            retry,
         )
     }
 
