@@ -51,6 +51,7 @@ fn json_has_exactly_the_documented_shape() {
             "fips",
             "kargs",
             "actions",
+            "decisions",
             "drain",
             "reboot"
         ]
@@ -64,6 +65,17 @@ fn json_has_exactly_the_documented_shape() {
             "passwd": true, "os_update": false, "kernel_type": false,
             "extensions": {"install": [], "uninstall": []}, "fips": false, "kargs": [],
             "actions": [{"type": "Reload", "unit": "crio.service"}, {"type": "Special"}],
+            "decisions": [
+                {"subject": {"kind": "file", "name": "/etc/containers/policy.json"},
+                 "actions": [{"type": "Reload", "unit": "crio.service"}],
+                 "rule": {"by": "policy", "origin": "default", "entry": "/etc/containers/policy.json"}},
+                {"subject": {"kind": "file", "name": "/etc/containers/registries.conf"},
+                 "actions": [{"type": "Special"}],
+                 "rule": {"by": "policy", "origin": "default", "entry": "/etc/containers/registries.conf"}},
+                {"subject": {"kind": "ssh_keys"},
+                 "actions": [{"type": "None"}],
+                 "rule": {"by": "policy", "origin": "default", "entry": "sshkey"}}
+            ],
             "drain": false, "reboot": false
         })
     );
@@ -166,5 +178,32 @@ fn bad_policy_is_one_error_line() {
             policy.display()
         )),
         "{stderr}"
+    );
+}
+
+/// The plan names the policy entry that chose each change's actions: the default table's, or
+/// the policy file's (merged over it as the MCO merges the cluster's).
+#[test]
+fn the_plan_names_the_policy_behind_each_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    fs::write(&policy, "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/containers/registries.conf\n      actions:\n      - type: Restart\n        restart: {serviceName: crio.service}\n").unwrap();
+    let (stdout, stderr, code) = text(&run(&[
+        "diff",
+        &example("00-worker-base.yaml"),
+        &example("01-worker-files-only.yaml"),
+        "--policy",
+        &policy.display().to_string(),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "actions: Reload crio.service, Restart crio.service\n  \
+             /etc/containers/policy.json: Reload crio.service (default policy)\n  \
+             /etc/containers/registries.conf: Restart crio.service (cluster policy /etc/containers/registries.conf)\n  \
+             SSH keys: None (default policy)\n\
+             drain: no\nreboot: no\n"
+        ),
+        "{stdout}"
     );
 }
