@@ -229,3 +229,60 @@ fn bare_ignition_config_is_recorded_as_a_machineconfig() {
     assert_eq!(current["metadata"]["name"], "12-everything");
     assert_eq!(current["spec"]["config"]["ignition"]["version"], "3.3.0");
 }
+
+/// `--policy FILE`: the file's policies are merged over the default table and the output names
+/// the entry behind each action; a policy file that cannot be read changes nothing.
+#[test]
+fn a_policy_file_decides_the_post_update_actions() {
+    let (dir, root) = node();
+    let (_, stderr, code) = once_from(
+        &example("00-worker-base.yaml"),
+        &root,
+        &["--skip-os", "--skip-reboot"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let r = dir.dir.path();
+    let files_only = example("01-worker-files-only.yaml");
+
+    let missing = r.join("missing-policy.yaml");
+    let before = snapshot(r);
+    let (stdout, stderr, code) = once_from(
+        &files_only,
+        &root,
+        &[
+            "--skip-os",
+            "--skip-reboot",
+            "--policy",
+            &missing.display().to_string(),
+        ],
+    );
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert!(
+        stderr.contains(&format!("reading {}", missing.display())),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(r), before, "nothing changed");
+
+    let policy = r.join("policy.yaml");
+    fs::write(&policy, "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/containers/policy.json\n      actions:\n      - type: Restart\n        restart: {serviceName: crio.service}\n").unwrap();
+    let (stdout, stderr, code) = once_from(
+        &files_only,
+        &root,
+        &[
+            "--skip-os",
+            "--skip-reboot",
+            "--policy",
+            &policy.display().to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "post-update actions: Restart crio.service, Special\n  \
+             /etc/containers/policy.json: Restart crio.service (cluster policy /etc/containers/policy.json)\n  \
+             /etc/containers/registries.conf: Special (default policy)\n  \
+             SSH keys: None (default policy)\nno reboot needed\n"
+        ),
+        "{stdout}"
+    );
+}
