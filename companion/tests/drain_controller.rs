@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
 use mco_agent::cluster::{ClusterOptions, DrainMode, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_companion::cluster::drain::{self, schedule::DrainTimings};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
@@ -151,6 +151,11 @@ async fn a_blocked_drain_is_retried_until_the_budget_allows_it() {
         None,
         "not drained yet"
     );
+    let reason = annotation(&server, REASON).unwrap_or_default();
+    assert!(
+        reason.contains("pod apps/web-1: eviction refused by PodDisruptionBudget \"web-budget\""),
+        "the node's reason names the pod and the budget: {reason}"
+    );
 
     // Someone uncordons the node during the drain: it is cordoned again.
     server
@@ -181,6 +186,11 @@ async fn a_blocked_drain_is_retried_until_the_budget_allows_it() {
     .await;
     assert_eq!(pods(&server), Vec::<String>::new());
     assert!(unschedulable(&server));
+    assert_eq!(
+        annotation(&server, REASON).as_deref(),
+        Some(""),
+        "the failure is cleared"
+    );
 
     annotate(&server, DESIRED_DRAIN, "uncordon-rendered-worker-b");
     wait_for("the uncordon", || {

@@ -6,7 +6,8 @@
 //! `lastAppliedDrain` only after success. Failed drains are retried forever on the MCO's
 //! schedule ([`schedule`]); a node uncordoned by someone else during its drain is cordoned
 //! again and `lastAppliedDrain` is not written for a node that is schedulable when the drain
-//! ends. Drain start times live in memory, as the MCO's do (a restart starts them over).
+//! ends. A failed try's message (the pods left and their budgets) goes into the node's
+//! `reason` while its agent waits. Drain start times live in memory, as the MCO's do (a restart starts them over).
 
 pub mod schedule;
 
@@ -20,7 +21,8 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
+use mco_agent::cluster::annotations::truncate_reason;
 use mco_agent::cluster::{DrainOptions, Drainer, RetryPolicy};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
@@ -250,8 +252,17 @@ impl Worker {
         }
         tracing::info!("node {name}: operation successful; applying completion annotation");
         let desired = seen.desired.unwrap_or_default();
-        let patch =
-            Patch::Merge(json!({"metadata": {"annotations": {LAST_APPLIED_DRAIN: desired}}}));
+        let mut annotations = json!({ LAST_APPLIED_DRAIN: desired });
+        // A failed try's message this controller left in the reason is stale now.
+        let reason = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REASON));
+        if reason.is_some_and(|r| r.starts_with(schedule::FAILED_PREFIX)) {
+            annotations[REASON] = json!("");
+        }
+        let patch = Patch::Merge(json!({ "metadata": { "annotations": annotations } }));
         match self
             .nodes
             .patch(&name, &PatchParams::default(), &patch)
@@ -311,6 +322,7 @@ impl Worker {
                     self.event(node, "DrainThresholdExceeded", &retry.message)
                         .await;
                 }
+                self.tell_the_agent(name, &retry.message).await;
                 return Step::Again(retry.after);
             }
         }
@@ -326,6 +338,22 @@ impl Worker {
             Err(e) => Step::Failed(format!(
                 "node {name}: reading the node after its drain: {e}"
             )),
+        }
+    }
+
+    /// Puts a failed try's message (naming the pods left and what holds them) in the node's
+    /// `reason` while its agent waits on the drain: upstream leaves it empty until the agent
+    /// gives up after an hour; the agent replaces it with its own state's reason when it goes
+    /// on. A failure is logged, never fatal.
+    async fn tell_the_agent(&self, name: &str, message: &str) {
+        let reason = truncate_reason(message);
+        let patch = Patch::Merge(json!({"metadata": {"annotations": {REASON: reason}}}));
+        if let Err(err) = self
+            .nodes
+            .patch(name, &PatchParams::default(), &patch)
+            .await
+        {
+            tracing::warn!("node {name}: writing the drain failure into its reason: {err}");
         }
     }
 

@@ -89,6 +89,9 @@ pub fn overdue(node: &str, ongoing_for: Duration, t: &DrainTimings) -> Option<St
     })
 }
 
+/// How every failed try's message begins.
+pub const FAILED_PREFIX: &str = "Drain failed.";
+
 /// What to do after a failed try.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Retry {
