@@ -1,11 +1,19 @@
 //! The hostile and broken inputs under `tests/corpus/hostile/`: for each, `once-from` must fail
 //! with exactly the error line in the `.err` file beside it, print nothing on stdout, and leave
 //! the root byte-for-byte unchanged (every path, mode, owner, content and link target).
+//!
+//! An input is a config (`.json`, `.yaml`) or a `.url` file holding the source to pass instead
+//! (a URL). A `.layout` file beside it adds to the seeded root what the attack needs (a user's
+//! symlink, a unit file), one entry per line (`#` starts a comment):
+//! - `dir PATH MODE UID:GID`
+//! - `symlink PATH TARGET UID:GID` (the link's own owner)
+//! - `file PATH MODE UID:GID TEXT` (the rest of the line; `\n` is a newline)
 
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use common::{agent, data_dir, seed_root, snapshot, text};
 
@@ -16,7 +24,10 @@ fn inputs() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(data_dir().join("corpus/hostile"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json" || e == "yaml"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "json" || e == "yaml" || e == "url")
+        })
         .collect();
     v.sort();
     v
@@ -43,16 +54,22 @@ fn hostile_inputs_fail_cleanly_and_change_nothing() {
             "[Service]\nExecStart=/bin/true\n",
         )
         .unwrap();
+        lay_out(root, &input.with_extension("layout"));
         let before = snapshot(root);
 
         let rel = input.strip_prefix(&corpus).unwrap();
+        let source = if input.extension().is_some_and(|e| e == "url") {
+            PathBuf::from(fs::read_to_string(input).unwrap().trim())
+        } else {
+            rel.to_path_buf()
+        };
         let out = agent()
             .current_dir(&corpus)
             .env_remove("RUST_LOG")
             // No rpm-ostree: the OS refusal names the bus it could not reach.
             .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
             .arg("once-from")
-            .arg(rel)
+            .arg(&source)
             .arg("--root")
             .arg(root)
             .output()
@@ -69,4 +86,45 @@ fn hostile_inputs_fail_cleanly_and_change_nothing() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Adds the entries of the `.layout` file at `path` (if there is one) to `root`.
+fn lay_out(root: &Path, path: &Path) {
+    let Ok(text) = fs::read_to_string(path) else {
+        return;
+    };
+    let owner = |s: &str| -> (u32, u32) {
+        let (u, g) = s.split_once(':').expect("UID:GID");
+        (u.parse().unwrap(), g.parse().unwrap())
+    };
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.splitn(5, ' ').collect();
+        let at = root.join(fields[1].trim_start_matches('/'));
+        if let Some(parent) = at.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        let (uid, gid) = match fields[0] {
+            "dir" => {
+                fs::create_dir_all(&at).unwrap();
+                let mode = u32::from_str_radix(fields[2], 8).unwrap();
+                fs::set_permissions(&at, fs::Permissions::from_mode(mode)).unwrap();
+                owner(fields[3])
+            }
+            "symlink" => {
+                std::os::unix::fs::symlink(fields[2], &at).unwrap();
+                owner(fields[3])
+            }
+            "file" => {
+                fs::write(&at, fields[4].replace("\\n", "\n")).unwrap();
+                let mode = u32::from_str_radix(fields[2], 8).unwrap();
+                fs::set_permissions(&at, fs::Permissions::from_mode(mode)).unwrap();
+                owner(fields[3])
+            }
+            other => panic!("{}: unknown layout entry {other:?}", path.display()),
+        };
+        std::os::unix::fs::lchown(&at, Some(uid), Some(gid)).unwrap();
+    }
 }

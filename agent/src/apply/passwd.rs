@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use super::ApplyOutcome;
 use super::files;
 use super::prepare::{PreparedFile, PreparedPasswd};
+use crate::rootfs::accounts::User;
 use crate::rootfs::{Owner, Root, shadow};
 
 /// Home of `core` when the user database does not say.
@@ -17,6 +18,15 @@ const SSH_DIR_MODE: u32 = 0o700;
 const KEYS_MODE: u32 = 0o600;
 /// Mode of a home directory the agent has to create.
 const HOME_MODE: u32 = 0o755;
+
+/// core's home directory: the user database's, else `/home/core`.
+pub(crate) fn core_home(core: &User) -> PathBuf {
+    PathBuf::from(if core.home.starts_with('/') {
+        core.home.as_str()
+    } else {
+        CORE_HOME
+    })
+}
 
 /// Path of the keys file under `home`.
 pub fn authorized_keys_path(home: &Path) -> PathBuf {
@@ -42,13 +52,8 @@ pub(crate) fn write_passwd(
         uid: core.uid,
         gid: core.gid,
     };
-    let home = if core.home.starts_with('/') {
-        core.home.as_str()
-    } else {
-        CORE_HOME
-    };
     if let Some(keys) = &passwd.authorized_keys {
-        write_keys(root, Path::new(home), owner, keys, out)?;
+        write_keys(root, &core_home(core), owner, keys, out)?;
     }
 
     match shadow::password_hash(root, &core.name)? {

@@ -257,6 +257,10 @@ pub(crate) fn prepare<'c>(
         }
     });
 
+    if let Some(p) = &passwd {
+        check_keys_path(root, new, p, prefix)?;
+    }
+
     Ok(Prepared {
         dirs,
         files,
@@ -331,5 +335,41 @@ fn check_writable_path(root: &Root, path: &str, field: &str, dir: bool) -> Resul
             format!("{field}.path"),
             format!("cannot write {path:?}: {e}"),
         )),
+    }
+}
+
+/// Refuses the change when core's keys file cannot be written safely: resolving its path meets a
+/// symlink that core (or anyone but root) could have put there, or a parent that is not a
+/// directory. The write itself resolves the path again under the same rule, so a link swapped
+/// in after this check is refused then too; checking here keeps the disk untouched.
+fn check_keys_path(
+    root: &Root,
+    new: &Config,
+    passwd: &PreparedPasswd,
+    prefix: &str,
+) -> Result<(), InputError> {
+    let (Some(core), Some(_)) = (&passwd.core, &passwd.authorized_keys) else {
+        return Ok(());
+    };
+    let path = super::passwd::authorized_keys_path(&super::passwd::core_home(core));
+    let field = match new.passwd.users.iter().position(|u| u.name == CORE_USER) {
+        Some(i) => format!("{prefix}.passwd.users.{i}.sshAuthorizedKeys"),
+        None => format!("{prefix}.passwd"),
+    };
+    let cannot = |why: String| {
+        InputError::new(
+            field.clone(),
+            format!(
+                "cannot write the SSH keys of user {CORE_USER:?} to {:?}: {why}",
+                path.display().to_string()
+            ),
+        )
+    };
+    match root.lstat(&path) {
+        Ok(Some(info)) if info.kind == FileKind::Dir => {
+            Err(cannot("it is a directory".to_string()))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(cannot(e.to_string())),
     }
 }

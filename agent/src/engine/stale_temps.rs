@@ -19,7 +19,7 @@ use crate::apply::backup::{noorig_path, orig_path};
 use crate::input;
 use crate::rootfs::accounts::Accounts;
 use crate::rootfs::shadow::SHADOW;
-use crate::rootfs::{FileKind, Root};
+use crate::rootfs::{FileKind, Root, RootError};
 use crate::units::SYSTEM_UNIT_DIR;
 
 /// Home of `core` when the user database does not say (as apply assumes).
@@ -99,6 +99,11 @@ pub fn remove_stale_temp_files(root: &Root) -> Vec<PathBuf> {
     for dir in managed_dirs(root) {
         match root.remove_stale_temp_files(&dir) {
             Ok(found) => removed.extend(found),
+            // Behind a link the agent does not follow it never writes either, so no temp file
+            // of its own can be there; the write that needs the directory reports the link.
+            Err(e @ RootError::UntrustedSymlink { .. }) => {
+                tracing::debug!(dir = %dir.display(), error = %e, "not looking for stale temp files")
+            }
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot look for stale temp files")
             }

@@ -19,6 +19,17 @@ pub enum RootError {
         #[source]
         source: io::Error,
     },
+    /// Resolving `path` met a symlink where someone other than root could have put it (see
+    /// `resolve::follow_allowed`): it is not followed.
+    #[error("refusing to follow the symlink {} on the way to {}: {why}", link.display(), path.display())]
+    UntrustedSymlink {
+        /// The symlink, as a path inside the root.
+        link: PathBuf,
+        /// The path being resolved.
+        path: PathBuf,
+        /// Why it is not followed.
+        why: String,
+    },
     /// The path is not one this layer accepts (relative, empty, or ending in `..`).
     #[error("invalid path {}: {reason}", path.display())]
     InvalidPath {
@@ -55,7 +66,7 @@ impl RootError {
     pub fn kind(&self) -> Option<io::ErrorKind> {
         match self {
             RootError::Io { source, .. } => Some(source.kind()),
-            RootError::InvalidPath { .. } => None,
+            RootError::InvalidPath { .. } | RootError::UntrustedSymlink { .. } => None,
         }
     }
 

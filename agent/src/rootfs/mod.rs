@@ -517,14 +517,12 @@ impl Root {
                     Err(e) => return Err(e),
                 };
             let name = name.to_os_string();
-            match rustix::fs::readlinkat(&parent, &name, Vec::new()) {
-                Ok(target) => {
-                    let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
-                    current = normalize(&parent_path.join(target));
-                }
-                Err(Errno::INVAL) => return Ok(Some(parent_path.join(name))),
-                Err(Errno::NOENT) => return Ok(None),
-                Err(e) => return Err(RootError::io("readlink", path, e)),
+            let link = || parent_path.join(&name);
+            match resolve::read_link_to_follow(parent.as_fd(), &name, link, path) {
+                Ok(Some(target)) => current = normalize(&parent_path.join(target)),
+                Ok(None) => return Ok(Some(parent_path.join(name))),
+                Err(e) if e.is_not_found() => return Ok(None),
+                Err(e) => return Err(e),
             }
         }
         Err(RootError::io("open", path, Errno::LOOP))
@@ -596,3 +594,6 @@ fn gid(id: u32) -> rustix::fs::Gid {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod symlink_trust_tests;
