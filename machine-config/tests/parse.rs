@@ -321,7 +321,7 @@ fn spec_2_2_translates_like_the_mco() {
         ]},
         "passwd": {"users": [
             {"name": "core", "sshAuthorizedKeys": ["key-a", "key-b"]},
-            {"name": "core", "sshAuthorizedKeys": ["key-c", "key-a"], "passwordHash": "$6$x"}
+            {"name": "core", "sshAuthorizedKeys": ["key-c", "key-a"], "passwordHash": "$6$x$y"}
         ]}
     }))
     .unwrap();
@@ -371,7 +371,7 @@ fn spec_2_2_translates_like_the_mco() {
         c.passwd.users[0].ssh_authorized_keys,
         ["key-c", "key-a", "key-b"]
     );
-    assert_eq!(c.passwd.users[0].password_hash.as_deref(), Some("$6$x"));
+    assert_eq!(c.passwd.users[0].password_hash.as_deref(), Some("$6$x$y"));
 }
 
 #[test]

@@ -187,7 +187,7 @@ fn reconcilable_changes() {
         (
             "password hash only",
             ign(json!({})),
-            ign(json!({"passwd": {"users": [{"name": "core", "passwordHash": "$6$x"}]}})),
+            ign(json!({"passwd": {"users": [{"name": "core", "passwordHash": "$6$x$y"}]}})),
             json!({}),
             "x86_64",
         ),

@@ -24,9 +24,11 @@ pub fn password_hash(root: &Root, user: &str) -> Result<Option<String>, RootErro
 
 /// Sets the hash field of `user` to `hash` and, when it changes, the last-change date to today
 /// (as `usermod -p` does). Returns whether the file changed. A user without an entry is an error
-/// (`usermod` fails the same way).
+/// (`usermod` fails the same way), and so is a user or hash that would not stay one field of one
+/// line: configs are validated before they get here, this is the last line of defence.
 pub fn set_password_hash(root: &Root, user: &str, hash: &str) -> Result<bool, RootError> {
     let path = Path::new(SHADOW);
+    refuse_separators(user, hash)?;
     let text = root
         .read_to_string(path)?
         .ok_or_else(|| RootError::io("open", path, Errno::NOENT))?;
@@ -50,6 +52,30 @@ pub fn set_password_hash(root: &Root, user: &str, hash: &str) -> Result<bool, Ro
     };
     root.write_atomic(path, updated.as_bytes(), mode, owner)?;
     Ok(true)
+}
+
+/// Characters that would end a shadow field (`:`) or entry (a line break), or a C string.
+const SEPARATORS: [char; 4] = [':', '\n', '\r', '\0'];
+
+/// Refuses a user name or hash holding a [`SEPARATORS`] character; the hash is never shown.
+fn refuse_separators(user: &str, hash: &str) -> Result<(), RootError> {
+    let refuse = |what: String| {
+        Err(RootError::io(
+            "usermod",
+            SHADOW,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{what} contains ':', a line break or NUL: refusing to write it"),
+            ),
+        ))
+    };
+    if user.is_empty() || user.contains(SEPARATORS) {
+        return refuse(format!("the user name {user:?}"));
+    }
+    if hash.contains(SEPARATORS) {
+        return refuse(format!("the password hash (not shown) of user {user:?}"));
+    }
+    Ok(())
 }
 
 /// Days since 1970-01-01, the unit of shadow's last-change field.
@@ -138,5 +164,30 @@ mod tests {
             err.to_string(),
             "usermod /etc/shadow: user 'alice' does not exist"
         );
+    }
+
+    #[test]
+    fn refuses_a_hash_or_user_that_would_split_the_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        let shadow = dir.path().join("etc/shadow");
+        let text = "root:*:1:0:99999:7:::\ncore:*:1:0:99999:7:::\n";
+        std::fs::write(&shadow, text).unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        for hash in ["$6$s$h\nroot::0:0:99999:7:::", "$6$s$h:0", "x\r", "x\0"] {
+            let err = set_password_hash(&root, "core", hash).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "usermod /etc/shadow: the password hash (not shown) of user \"core\" contains ':', \
+                 a line break or NUL: refusing to write it"
+            );
+        }
+        let err = set_password_hash(&root, "core:x", "$6$s$h").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "usermod /etc/shadow: the user name \"core:x\" contains ':', a line break or NUL: \
+             refusing to write it"
+        );
+        assert_eq!(std::fs::read_to_string(&shadow).unwrap(), text);
     }
 }

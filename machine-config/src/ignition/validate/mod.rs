@@ -12,6 +12,7 @@
 //! MCD never reads that section (it fetches nothing and compares nothing in it), so neither does
 //! the agent. Only the sources of file contents must be `data:` URLs, because they are written.
 
+mod passwd;
 mod resource;
 mod storage;
 mod systemd;
@@ -73,7 +74,7 @@ pub fn validate(cfg: &Config) -> Result<(), Vec<Issue>> {
     resource::validate_ignition(cfg, &mut r);
     storage::validate_storage(cfg, &mut r);
     systemd::validate_systemd(cfg, &mut r);
-    validate_passwd(cfg, &mut r);
+    passwd::validate_passwd(cfg, &mut r);
     validate_kernel_arguments(cfg, &mut r);
     if r.0.is_empty() { Ok(()) } else { Err(r.0) }
 }
@@ -117,46 +118,6 @@ pub(super) fn unique_strings<'a>(
             );
         } else {
             seen.insert(item, i);
-        }
-    }
-}
-
-fn validate_passwd(cfg: &Config, r: &mut Report) {
-    let mut users: HashMap<&str, usize> = HashMap::new();
-    for (i, u) in cfg.passwd.users.iter().enumerate() {
-        let at = format!("$.passwd.users.{i}");
-        let subject = format!("user {}", named(&u.name));
-        if let Some(first) = users.get(u.name.as_str()) {
-            r.err(
-                format!("{at}.name"),
-                &subject,
-                format!("duplicate entry defined: already defined at $.passwd.users.{first}"),
-            );
-        } else {
-            users.insert(&u.name, i);
-        }
-        let keys = u.ssh_authorized_keys.iter().map(String::as_str);
-        unique_strings(
-            &format!("{at}.sshAuthorizedKeys"),
-            &subject,
-            "SSH key",
-            keys,
-            false,
-            r,
-        );
-        let groups = u.groups.iter().map(String::as_str);
-        unique_strings(&format!("{at}.groups"), &subject, "group", groups, true, r);
-    }
-    let mut groups: HashMap<&str, usize> = HashMap::new();
-    for (i, g) in cfg.passwd.groups.iter().enumerate() {
-        if let Some(first) = groups.get(g.name.as_str()) {
-            r.err(
-                format!("$.passwd.groups.{i}.name"),
-                &format!("group {}", named(&g.name)),
-                format!("duplicate entry defined: already defined at $.passwd.groups.{first}"),
-            );
-        } else {
-            groups.insert(&g.name, i);
         }
     }
 }

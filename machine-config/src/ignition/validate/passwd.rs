@@ -1,0 +1,178 @@
+//! `passwd`: users and groups (duplicates, as Ignition checks them) and their password hashes.
+//!
+//! A password hash ends up as a field of `/etc/shadow` (or `/etc/gshadow`), whose fields are
+//! separated by `:` and whose entries are lines: a hash holding either would split or add an
+//! entry (a second `root::...` line is an empty root password). Ignition and the MCD write the
+//! hash as it is; here it must have one of the forms crypt(3) and shadow(5) use, and the message
+//! says what is wrong without ever showing the hash.
+
+use std::collections::HashMap;
+
+use super::{Report, named, unique_strings};
+use crate::ignition::types::Config;
+
+/// Characters of crypt(3)'s hash encoding (`./0-9A-Za-z`), and what may appear in a parameter
+/// field (`rounds=5000`, comma-separated options).
+fn crypt_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '.' || c == '/'
+}
+
+fn param_char(c: char) -> bool {
+    crypt_char(c) || c == '=' || c == ','
+}
+
+/// Length of a traditional DES hash (two salt characters, eleven of hash).
+const DES_HASH_LEN: usize = 13;
+
+/// The forms accepted, for messages.
+const FORMS: &str = "a crypt(3) hash ($id$salt$hash), \"*\", a \"!\"-locked hash, or empty";
+
+/// Checks a password hash: empty (no password), any number of `!` (a locked account) before
+/// `*`, nothing, a `$id$[params$]salt$hash` hash in crypt's alphabet, or a traditional DES hash.
+/// The error says what is wrong and never contains the hash.
+pub(crate) fn check_password_hash(hash: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("password hash (not shown) is not {FORMS}: {why}"));
+    if hash.contains(['\n', '\r']) {
+        return bad("it contains a line break, which would end the shadow entry");
+    }
+    if hash.contains(':') {
+        return bad("it contains ':', the shadow file's field separator");
+    }
+    if hash.chars().any(|c| c.is_control()) {
+        return bad("it contains a control character");
+    }
+    if !hash.is_ascii() {
+        return bad("it contains a non-ASCII character");
+    }
+    let body = hash.trim_start_matches('!');
+    if body.is_empty() || body == "*" {
+        return Ok(());
+    }
+    if let Some(rest) = body.strip_prefix('$') {
+        let mut fields = rest.split('$');
+        let id = fields.next().unwrap_or_default();
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            return bad(
+                "the method id between the first two '$' is not lower-case letters and digits",
+            );
+        }
+        let fields: Vec<&str> = fields.collect();
+        if fields.len() < 2 {
+            return bad("it has no '$' between its salt and its hash");
+        }
+        if fields.iter().any(|f| f.is_empty()) {
+            return bad("it has an empty '$'-separated field");
+        }
+        let (last, params) = fields.split_last().unwrap_or((&"", &[]));
+        if !last.chars().all(crypt_char) || !params.iter().all(|f| f.chars().all(param_char)) {
+            return bad("it contains a character outside crypt(3)'s alphabet (./0-9A-Za-z)");
+        }
+        return Ok(());
+    }
+    if body.len() == DES_HASH_LEN && body.chars().all(crypt_char) {
+        return Ok(());
+    }
+    bad("it does not start with '$' and is not a 13-character DES hash")
+}
+
+pub(super) fn validate_passwd(cfg: &Config, r: &mut Report) {
+    let mut users: HashMap<&str, usize> = HashMap::new();
+    for (i, u) in cfg.passwd.users.iter().enumerate() {
+        let at = format!("$.passwd.users.{i}");
+        let subject = format!("user {}", named(&u.name));
+        if let Some(first) = users.get(u.name.as_str()) {
+            r.err(
+                format!("{at}.name"),
+                &subject,
+                format!("duplicate entry defined: already defined at $.passwd.users.{first}"),
+            );
+        } else {
+            users.insert(&u.name, i);
+        }
+        if let Some(Err(e)) = u.password_hash.as_deref().map(check_password_hash) {
+            r.err(format!("{at}.passwordHash"), &subject, e);
+        }
+        let keys = u.ssh_authorized_keys.iter().map(String::as_str);
+        unique_strings(
+            &format!("{at}.sshAuthorizedKeys"),
+            &subject,
+            "SSH key",
+            keys,
+            false,
+            r,
+        );
+        let groups = u.groups.iter().map(String::as_str);
+        unique_strings(&format!("{at}.groups"), &subject, "group", groups, true, r);
+    }
+    let mut groups: HashMap<&str, usize> = HashMap::new();
+    for (i, g) in cfg.passwd.groups.iter().enumerate() {
+        let subject = format!("group {}", named(&g.name));
+        if let Some(first) = groups.get(g.name.as_str()) {
+            r.err(
+                format!("$.passwd.groups.{i}.name"),
+                &subject,
+                format!("duplicate entry defined: already defined at $.passwd.groups.{first}"),
+            );
+        } else {
+            groups.insert(&g.name, i);
+        }
+        if let Some(Err(e)) = g.password_hash.as_deref().map(check_password_hash) {
+            r.err(format!("$.passwd.groups.{i}.passwordHash"), &subject, e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_password_hash;
+
+    #[test]
+    fn accepts_what_crypt_and_shadow_use() {
+        for ok in [
+            "",
+            "*",
+            "!",
+            "!!",
+            "!*",
+            "$6$saltsalt$Gz0r8G5sQ0Ji5F1a/x.Y",
+            "$6$rounds=5000$salt$hash",
+            "!$6$salt$hash",
+            "$y$j9T$F5Jx5fExrKuPp53xLKQ..1$X3DX6M94c7o.9agCG9G317fhZg9SqC.5i5rd.RhAtQ7",
+            "$2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW",
+            "$1$abc$def",
+            "abJnggxhB/yWI",
+        ] {
+            assert_eq!(check_password_hash(ok), Ok(()), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_would_corrupt_shadow_without_showing_it() {
+        for (bad, why) in [
+            ("$6$s$h\nroot::0:0:99999:7:::", "line break"),
+            ("$6$s$h\r", "line break"),
+            ("$6$s:$h", "':'"),
+            ("$6$s\u{7}$h", "control character"),
+            ("$6$s$hé", "non-ASCII"),
+            ("$6$x", "no '$' between"),
+            ("$6$$h", "empty"),
+            ("$$s$h", "method id"),
+            ("$6$s$h h", "alphabet"),
+            ("$6$s=$h=", "alphabet"),
+            ("hunter2", "does not start with '$'"),
+            ("*LK*", "does not start with '$'"),
+        ] {
+            let e = check_password_hash(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+            assert!(
+                e.starts_with("password hash (not shown) is not a crypt(3) hash"),
+                "{e}"
+            );
+            assert!(!e.contains(bad), "{bad:?} shown in {e}");
+        }
+    }
+}
