@@ -13,6 +13,7 @@ use super::InputError;
 use crate::rootfs::accounts::Accounts;
 use crate::rootfs::{FileKind, Owner, Root};
 use crate::units::SYSTEM_UNIT_DIR;
+use crate::units::install::InstallInfo;
 
 /// The only user whose SSH keys and password the agent manages.
 pub const CORE_USER: &str = "core";
@@ -188,6 +189,14 @@ pub(crate) fn prepare<'c>(
         let field = format!("{prefix}.systemd.units.{i}");
         if u.is_masked() || u.contents.as_deref().is_some_and(|c| !c.is_empty()) {
             check_writable_path(root, &unit_path(&u.name), &field, false)?;
+        }
+        if let Some(contents) = u.contents.as_deref().filter(|_| !u.is_masked()) {
+            InstallInfo::parse(contents).check(&u.name).map_err(|e| {
+                InputError::new(
+                    format!("{field}.contents"),
+                    format!("unit {:?}: {e}", u.name),
+                )
+            })?;
         }
         for (j, d) in u.dropins.iter().enumerate() {
             check_writable_path(

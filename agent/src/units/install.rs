@@ -70,6 +70,98 @@ impl InstallInfo {
     }
 }
 
+/// Unit types systemd knows (the suffix after the last dot).
+const UNIT_TYPES: [&str; 11] = [
+    "service",
+    "socket",
+    "target",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "timer",
+    "path",
+    "slice",
+    "scope",
+];
+
+/// systemd's longest unit name.
+const UNIT_NAME_MAX: usize = 255;
+
+/// Checks `name` as systemd's `unit_name_is_valid` does: at most 255 characters of
+/// `A-Za-z0-9:-_.\` (and `@` after the prefix), a non-empty prefix, at most one instance
+/// separator, and a known type suffix. Such a name is one path segment: it cannot leave the
+/// directory it is joined to. The error says what is wrong.
+pub fn check_unit_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name.len() > UNIT_NAME_MAX {
+        return Err("it is longer than 255 characters");
+    }
+    let valid = |c: char| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c);
+    if !name.chars().all(valid) {
+        return Err("it has a character other than A-Za-z0-9:-_.\\@ (such as '/')");
+    }
+    let Some((stem, suffix)) = name.rsplit_once('.') else {
+        return Err("it has no type suffix");
+    };
+    if !UNIT_TYPES.contains(&suffix) {
+        return Err("its suffix is not a unit type");
+    }
+    let prefix = stem.split_once('@').map_or(stem, |(p, _)| p);
+    if prefix.is_empty() {
+        return Err("it has an empty prefix");
+    }
+    Ok(())
+}
+
+impl InstallInfo {
+    /// Checks every name the section gives (`WantedBy=`, `RequiredBy=`, `UpheldBy=`, `Alias=`,
+    /// `Also=`) as a unit name, and that an alias has `unit`'s type (and, for a template, is a
+    /// template), as `systemctl enable` requires: each becomes a link (or its directory) under
+    /// the unit directory, so a path or `..` would place a link anywhere. The error names the
+    /// setting and the value (neither is a secret).
+    pub fn check(&self, unit: &str) -> Result<(), String> {
+        let lists = [
+            ("WantedBy", &self.wanted_by),
+            ("RequiredBy", &self.required_by),
+            ("UpheldBy", &self.upheld_by),
+            ("Alias", &self.alias),
+            ("Also", &self.also),
+        ];
+        for (key, values) in lists {
+            for value in values.iter() {
+                check_unit_name(value).map_err(|why| {
+                    format!("[Install] {key}={value:?} is not a unit name: {why}")
+                })?;
+            }
+        }
+        let this = UnitName::parse(unit);
+        for alias in &self.alias {
+            let other = UnitName::parse(alias);
+            let same_type = this.as_ref().map(|n| n.suffix) == other.as_ref().map(|n| n.suffix);
+            let template = |n: &Option<UnitName<'_>>| n.as_ref().is_some_and(|n| n.is_template());
+            if !same_type || template(&this) != template(&other) {
+                return Err(format!(
+                    "[Install] Alias={alias:?} is not a name of the same kind as {unit:?} \
+                     (same type, and a template only for a template)"
+                ));
+            }
+        }
+        if let Some(instance) = &self.default_instance {
+            let valid = |c: char| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c);
+            if !instance.chars().all(valid) {
+                return Err(format!(
+                    "[Install] DefaultInstance={instance:?} has a character other than \
+                     A-Za-z0-9:-_.\\@ (such as '/')"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Joins lines ending in a backslash with the next one.
 fn logical_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -168,6 +260,65 @@ mod tests {
         assert!(info.wanted_by.is_empty());
         assert!(!info.has_links());
         assert!(!InstallInfo::parse("[Service]\nExecStart=/bin/true\n").has_links());
+    }
+
+    #[test]
+    fn install_names_must_be_unit_names_of_the_right_kind() {
+        let ok = "[Install]\nWantedBy=multi-user.target getty@tty1.service\nAlias=x.service\nAlso=y.socket\n";
+        assert_eq!(InstallInfo::parse(ok).check("a.service"), Ok(()));
+        for (text, unit, err) in [
+            (
+                "[Install]\nWantedBy=/etc/cron.d\n",
+                "a.service",
+                "[Install] WantedBy=\"/etc/cron.d\" is not a unit name: it has a character other than A-Za-z0-9:-_.\\@ (such as '/')",
+            ),
+            (
+                "[Install]\nRequiredBy=../../x.target\n",
+                "a.service",
+                "[Install] RequiredBy=\"../../x.target\" is not a unit name: it has a character other than A-Za-z0-9:-_.\\@ (such as '/')",
+            ),
+            (
+                "[Install]\nAlias=/etc/cron.d/evil.service\n",
+                "a.service",
+                "[Install] Alias=\"/etc/cron.d/evil.service\" is not a unit name: it has a character other than A-Za-z0-9:-_.\\@ (such as '/')",
+            ),
+            (
+                "[Install]\nAlias=a.socket\n",
+                "a.service",
+                "[Install] Alias=\"a.socket\" is not a name of the same kind as \"a.service\" (same type, and a template only for a template)",
+            ),
+            (
+                "[Install]\nAlso=..\n",
+                "a.service",
+                "[Install] Also=\"..\" is not a unit name: its suffix is not a unit type",
+            ),
+            (
+                "[Install]\nUpheldBy=@.target\n",
+                "a.service",
+                "[Install] UpheldBy=\"@.target\" is not a unit name: it has an empty prefix",
+            ),
+            (
+                "[Install]\nWantedBy=a.conf\n",
+                "a.service",
+                "[Install] WantedBy=\"a.conf\" is not a unit name: its suffix is not a unit type",
+            ),
+            (
+                "[Install]\nDefaultInstance=../x\n",
+                "a@.service",
+                "[Install] DefaultInstance=\"../x\" has a character other than A-Za-z0-9:-_.\\@ (such as '/')",
+            ),
+        ] {
+            assert_eq!(
+                InstallInfo::parse(text).check(unit).unwrap_err(),
+                err,
+                "{text}"
+            );
+        }
+        let long = format!("{}.service", "a".repeat(250));
+        assert_eq!(
+            check_unit_name(&long),
+            Err("it is longer than 255 characters")
+        );
     }
 
     #[test]

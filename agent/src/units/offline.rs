@@ -160,6 +160,13 @@ impl<'r> OfflineUnits<'r> {
         let found = self
             .find(unit)?
             .with_context(|| format!("Failed to enable unit: unit {unit} does not exist"))?;
+        // Every name becomes a link under the unit directory: nothing else may come out.
+        if let Err(e) = found.install.check(unit) {
+            bail!(
+                "Failed to enable unit {unit} ({}): {e}",
+                found.path.display()
+            );
+        }
         let name = UnitName::parse(unit).with_context(|| format!("invalid unit name {unit:?}"))?;
         // A template is enabled under its default instance, if it has one.
         let link_name = if name.is_template() {
@@ -238,6 +245,12 @@ impl<'r> OfflineUnits<'r> {
             {
                 tracing::info!(dir = %dir.display(), "removed empty dependency directory");
             }
+        }
+        if let Err(e) = found.install.check(unit) {
+            bail!(
+                "Failed to disable unit {unit} ({}): {e}",
+                found.path.display()
+            );
         }
         for also in &found.install.also {
             self.disable_rec(also, seen)?;
