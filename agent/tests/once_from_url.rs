@@ -187,9 +187,14 @@ async fn a_config_servers_answer_over_tls_applies_the_machine_config_it_carries(
 async fn plain_documents_are_used_as_they_are_with_the_ignition_accept_header() {
     let (base, accepts) = documents().await;
     let (_dir, root) = new_root();
+    let insecure = ["--insecure-http"];
     let (stdout, stderr, code) =
-        once_from(&format!("{base}/configs/chrony.yaml"), &root, &[]).await;
+        once_from(&format!("{base}/configs/chrony.yaml"), &root, &insecure).await;
     assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--insecure-http: fetching configs over plain http://, which anyone on the way can read or change"),
+        "no warning about plain http: {stderr}"
+    );
     assert_eq!(current_name(&root), "03-worker-chrony");
     assert!(
         std::fs::read_to_string(root.join("etc/chrony.conf"))
@@ -198,7 +203,8 @@ async fn plain_documents_are_used_as_they_are_with_the_ignition_accept_header() 
     );
 
     let (_dir, root) = new_root();
-    let (stdout, stderr, code) = once_from(&format!("{base}/ignition/bare.ign"), &root, &[]).await;
+    let (stdout, stderr, code) =
+        once_from(&format!("{base}/ignition/bare.ign"), &root, &insecure).await;
     assert_eq!(code, 0, "{stdout}{stderr}");
     // A bare Ignition config is named after the URL's last path segment.
     assert_eq!(current_name(&root), "bare");
@@ -226,10 +232,26 @@ async fn refused(source: &str, extra: &[&str], expected: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
-    let (base, _) = documents().await;
+    let (base, accepts) = documents().await;
+    let insecure: &[&str] = &["--insecure-http"];
+    // Plain http:// only when asked for, and then with a warning.
+    refused(
+        &format!("{base}/configs/chrony.yaml"),
+        &[],
+        &[&format!(
+            "error: {base}/configs/chrony.yaml: a plain http:// config source is neither \
+             authenticated nor encrypted (anyone on the way can read or change what this node \
+             applies); use https:// with --ca, or pass --insecure-http to accept it\n"
+        )],
+    )
+    .await;
+    assert!(
+        accepts.lock().unwrap().is_empty(),
+        "an http:// URL was fetched"
+    );
     refused(
         &format!("{base}/missing"),
-        &[],
+        insecure,
         &[&format!(
             "error: {base}/missing answered 404 Not Found: no such config"
         )],
@@ -237,7 +259,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     .await;
     refused(
         &format!("{base}/broken"),
-        &[],
+        insecure,
         &[&format!(
             "error: {base}/broken answered 500 Internal Server Error: render failed"
         )],
@@ -250,7 +272,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     let url = format!("http://127.0.0.1:{port}/config/worker");
     refused(
         &url,
-        &[],
+        insecure,
         &[
             &format!("error: cannot reach {url}: "),
             "Connection refused",

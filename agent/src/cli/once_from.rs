@@ -24,6 +24,10 @@ pub struct Args {
     /// store).
     #[arg(long)]
     pub ca: Option<PathBuf>,
+    /// Accept a plain `http://` URL (with a warning): nothing authenticates the server or
+    /// protects the config on the way. Without it such a URL is refused.
+    #[arg(long)]
+    pub insecure_http: bool,
     /// Root directory of the node.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
@@ -62,7 +66,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .build()?;
     // The config is read (fetched) before anything is touched: a bad source changes nothing.
     let report = runtime.block_on(async {
-        let desired = LoadedConfig::load(&args.source, args.ca.as_deref()).await?;
+        let desired =
+            LoadedConfig::load(&args.source, args.ca.as_deref(), args.insecure_http).await?;
         once_from(&args.root, &desired, &opts).await
     })?;
     let mut code = ExitCode::SUCCESS;

@@ -43,6 +43,10 @@ pub struct Args {
     /// The CA bundle (PEM) that signs the config server's certificate (needed for https).
     #[arg(long, env = "MCO_AGENT_CA")]
     pub ca: Option<PathBuf>,
+    /// Accept a plain `http://` config server (with a warning): nothing authenticates it or
+    /// protects the configs on the way. Without it such a URL is refused.
+    #[arg(long, env = "MCO_AGENT_INSECURE_HTTP")]
+    pub insecure_http: bool,
     /// The node's pool on the config server. Default: with a cluster, the MachineConfigPool
     /// selecting the Node (the MCO's rules; its role labels when pools cannot be listed);
     /// without one, `worker`.
@@ -199,6 +203,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
             args.ca.as_deref(),
             &choose_pool(args.pool.as_deref(), api.as_deref()).await?,
             Some(&node),
+            args.insecure_http,
         )?),
         (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),
         (None, None, Some(api)) => Arc::new(ApiSource { api: api.clone() }),

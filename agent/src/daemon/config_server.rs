@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use machine_config::MachineConfig;
 
 use super::source::ConfigSource;
-use crate::input::served::{fetch, http_client, served_machine_config};
+use crate::input::served::{check_scheme, fetch, http_client, served_machine_config};
 
 /// A config server for one pool.
 pub struct ConfigServer {
@@ -18,11 +18,19 @@ pub struct ConfigServer {
 }
 
 impl ConfigServer {
-    /// `base` is `https://host:port` (or `http://`); `ca` the PEM CA bundle that signs the
-    /// server's certificate (required for https: the agent trusts nothing else).
-    pub fn new(base: &str, ca: Option<&Path>, pool: &str, node: Option<&str>) -> Result<Self> {
+    /// `base` is `https://host:port` (or `http://` with `insecure_http`: see
+    /// [`check_scheme`]); `ca` the PEM CA bundle that signs the server's certificate (required
+    /// for https: the agent trusts nothing else).
+    pub fn new(
+        base: &str,
+        ca: Option<&Path>,
+        pool: &str,
+        node: Option<&str>,
+        insecure_http: bool,
+    ) -> Result<Self> {
         let base = base.trim_end_matches('/');
         let url = format!("{base}/config/{pool}");
+        check_scheme(base, insecure_http)?;
         if base.starts_with("https://") && ca.is_none() {
             bail!("an https config server needs --ca (the CA that signs its certificate)");
         }

@@ -90,8 +90,9 @@ impl LoadedConfig {
 
     /// Reads `source`: a file, or an `http://`/`https://` URL fetched as the agent asks a config
     /// server (the Ignition Accept header; `ca`, a PEM bundle, is the only CA trusted for https
-    /// when given, else the system's trust store). Nothing is written anywhere.
-    pub async fn load(source: &str, ca: Option<&Path>) -> Result<Self> {
+    /// when given, else the system's trust store; `http://` only with `insecure_http`, see
+    /// [`served::check_scheme`]). Nothing is written anywhere.
+    pub async fn load(source: &str, ca: Option<&Path>, insecure_http: bool) -> Result<Self> {
         if !(source.starts_with("https://") || source.starts_with("http://")) {
             if let Some((scheme, _)) = source.split_once("://")
                 && !scheme.is_empty()
@@ -107,6 +108,7 @@ impl LoadedConfig {
             return Self::read(Path::new(source));
         }
         let url = reqwest::Url::parse(source).with_context(|| format!("{source}: not a URL"))?;
+        served::check_scheme(source, insecure_http)?;
         let client = served::http_client(source, ca)?;
         let body = served::fetch(&client, source, None).await?;
         // A bare Ignition config is named after the URL's last path segment.

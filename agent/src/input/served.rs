@@ -17,6 +17,28 @@ pub const NODE_HEADER: &str = "X-MCO-Node";
 /// A served config larger than this is refused.
 const MAX_BODY: usize = 64 << 20;
 
+/// Refuses a plain `http://` URL unless `insecure_http` (`--insecure-http`) accepts it, and then
+/// warns: nothing authenticates the server or protects the config on the way, and the config is
+/// what a root daemon writes to the node (files, units, SSH keys, password hashes).
+pub fn check_scheme(url: &str, insecure_http: bool) -> Result<()> {
+    if !url.starts_with("http://") {
+        return Ok(());
+    }
+    if !insecure_http {
+        bail!(
+            "{url}: a plain http:// config source is neither authenticated nor encrypted (anyone \
+             on the way can read or change what this node applies); use https:// with --ca, or \
+             pass --insecure-http to accept it"
+        );
+    }
+    tracing::warn!(
+        url,
+        "--insecure-http: fetching configs over plain http://, which anyone on the way can read \
+         or change"
+    );
+    Ok(())
+}
+
 /// The HTTP(S) client configs are fetched with, for `url` (`https://` or `http://`). With `ca`
 /// (a PEM bundle) only that CA is trusted; without, the system's trust store.
 pub fn http_client(url: &str, ca: Option<&Path>) -> Result<reqwest::Client> {

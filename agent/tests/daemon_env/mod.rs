@@ -225,6 +225,7 @@ impl Node {
             Some(&self.ca_file),
             pool,
             None,
+            false,
         )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
