@@ -76,11 +76,22 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
         &mut config,
         NODE_ANNOTATIONS,
         annotations.to_string().as_bytes(),
+        APPENDED_MODE,
     );
-    append_file(&mut config, SERVED_CONTENT, &indented(&mc));
+    append_file(
+        &mut config,
+        SERVED_CONTENT,
+        &indented(&mc),
+        SERVED_CONTENT_MODE,
+    );
     let mut encapsulated = mc.clone();
     encapsulated.spec.config = Some(downtranslate::empty_config(spec));
-    append_file(&mut config, ENCAPSULATED, encapsulated.to_json().as_bytes());
+    append_file(
+        &mut config,
+        ENCAPSULATED,
+        encapsulated.to_json().as_bytes(),
+        APPENDED_MODE,
+    );
 
     let served =
         downtranslate::translate(&config, spec).map_err(|source| ServeBuildError::Translate {
@@ -99,12 +110,19 @@ fn indented(value: &impl Serialize) -> Vec<u8> {
     out
 }
 
-fn append_file(config: &mut Value, path: &str, contents: &[u8]) {
+/// Mode of the appended files anyone on the node may read (the MCS's default, 0644).
+const APPENDED_MODE: u32 = 0o644;
+
+/// Mode of [`SERVED_CONTENT`]: it holds the whole MachineConfig (password hashes, every file's
+/// contents, including those the config itself makes 0600), so only root reads it.
+const SERVED_CONTENT_MODE: u32 = 0o600;
+
+fn append_file(config: &mut Value, path: &str, contents: &[u8], mode: u32) {
     let entry = json!({
         "path": path,
         "overwrite": true,
         "contents": {"source": dataurl::encode_percent(contents)},
-        "mode": 420,
+        "mode": mode,
     });
     let Some(root) = config.as_object_mut() else {
         return;

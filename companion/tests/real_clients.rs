@@ -204,7 +204,11 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
     for appended in [NODE_ANNOTATIONS, SERVED_CONTENT, ENCAPSULATED] {
         assert_eq!(
             mode_of(&root.join(appended.trim_start_matches('/'))),
-            0o644,
+            if appended == SERVED_CONTENT {
+                0o600
+            } else {
+                0o644
+            },
             "{appended}"
         );
     }

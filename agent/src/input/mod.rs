@@ -15,7 +15,7 @@ use machine_config::mco::paths::{CURRENT_CONFIG, SERVED_CONTENT};
 use machine_config::{Config, MachineConfig, MachineConfigSpec, ParsedConfig};
 use serde_json::Value;
 
-use crate::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
+use crate::rootfs::{Owner, Root};
 
 /// A config read from a file.
 #[derive(Debug, Clone)]
@@ -158,12 +158,17 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     }))
 }
 
-/// Records `mc` as the applied config (compact JSON, atomic, 0644).
+/// Mode of `currentconfig`: the whole MachineConfig (password hashes, the contents of files the
+/// config makes 0600) is in it, so only root reads it. A file left 0644 by an earlier version
+/// is tightened by the next write (a new file renamed over it).
+const CURRENT_CONFIG_MODE: u32 = 0o600;
+
+/// Records `mc` as the applied config (compact JSON, atomic, [`CURRENT_CONFIG_MODE`]).
 pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
     root.write_atomic(
         Path::new(CURRENT_CONFIG),
         mc.to_json().as_bytes(),
-        DEFAULT_FILE_MODE,
+        CURRENT_CONFIG_MODE,
         Owner::ROOT,
     )?;
     Ok(())
@@ -193,5 +198,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("$: neither a MachineConfig"), "{e}");
+    }
+
+    #[test]
+    fn currentconfig_is_readable_by_root_only_even_when_it_was_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join(CURRENT_CONFIG.trim_start_matches('/'));
+        std::fs::create_dir_all(host.parent().unwrap()).unwrap();
+        // What an earlier version left: world-readable.
+        std::fs::write(&host, "{}").unwrap();
+        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let mc = MachineConfig::new("rendered-a", MachineConfigSpec::default());
+        write_current(&root, &mc).unwrap();
+        let mode = std::fs::metadata(&host).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            read_current(&root).unwrap().unwrap().machine_config.name(),
+            "rendered-a"
+        );
     }
 }
