@@ -104,6 +104,36 @@ async fn a_kargs_change_reboots_and_is_done_after_the_reboot() {
     node.stop().await;
 }
 
+/// Without `--root-is-host`, an alternate root never reboots the machine the agent runs on,
+/// even with a logind answering on the bus: the update waits for a reboot, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alternate_root_never_reboots_the_host() {
+    let mut node = Node::new(&[("00-base.yaml", &base())]).await;
+    let base_name = node.rendered_name();
+    node.start_agent(&[("MCO_AGENT_ROOT_IS_HOST", "false")]);
+    node.wait_status("the first application", secs(30), done_in(&base_name))
+        .await;
+    node.write_manifest(
+        "00-base.yaml",
+        &machine_config(
+            "00-base",
+            &[(BASE_FILE, "base: 1\n"), (POLICY, "{}\n")],
+            &["mco.e2e=1"],
+        ),
+    );
+    node.wait_status("the update waiting for a reboot", secs(30), |s| {
+        s.needs_reboot
+    })
+    .await;
+    assert_eq!(node.logind.reboots(), 0);
+    let logs = node.logs();
+    assert!(
+        logs.contains("not rebooting the host for the alternate root"),
+        "{logs}"
+    );
+    node.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreconcilable_config_is_reported_and_changes_nothing() {
     let (node, _) = provisioned().await;

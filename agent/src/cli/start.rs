@@ -62,6 +62,11 @@ pub struct Args {
     /// Do not reboot even if an update needs it (the update then waits for a reboot).
     #[arg(long)]
     pub skip_reboot: bool,
+    /// The `--root` directory is this host's root mounted elsewhere (as in a container that
+    /// sees the host at `/rootfs`): reboot the host through logind when an update needs it.
+    /// Without it an alternate root never reboots the host (its updates wait for a reboot).
+    #[arg(long, env = "MCO_AGENT_ROOT_IS_HOST")]
+    pub root_is_host: bool,
     /// Stage OS changes without rpm-ostree's lock-finalization, so that any reboot finalizes
     /// them (by default they are locked until the agent releases them with
     /// FinalizeDeployment, and a reboot the agent did not ask for drops them).
@@ -109,6 +114,23 @@ impl From<DrainModeArg> for DrainMode {
             DrainModeArg::Agent => DrainMode::Agent,
             DrainModeArg::Controller => DrainMode::Controller,
         }
+    }
+}
+
+/// Why the daemon never reboots, or `None` when it may: `--skip-reboot`, or an alternate root
+/// that `--root-is-host` does not say is the host (rebooting the machine the agent runs on for
+/// a directory that is not its root would be a surprise, and would not boot that directory).
+fn no_reboot_reason(args: &Args, live: bool) -> Option<String> {
+    if args.skip_reboot {
+        Some("--skip-reboot".to_string())
+    } else if !live && !args.root_is_host {
+        Some(format!(
+            "not rebooting the host for the alternate root {} (--root-is-host says it is the \
+             host's)",
+            args.root.display()
+        ))
+    } else {
+        None
     }
 }
 
@@ -219,7 +241,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         &SeamOptions {
             live,
             skip_os: false,
-            no_reboot: args.skip_reboot.then(|| "--skip-reboot".to_string()),
+            no_reboot: no_reboot_reason(args, live),
             lock_finalization: !args.no_lock_finalization,
         },
     )

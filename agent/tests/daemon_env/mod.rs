@@ -315,6 +315,12 @@ impl Node {
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .kill_on_drop(true);
+        // The temp root stands in for the host, and the fake logind for its reboots (a test
+        // that sets MCO_AGENT_ROOT_IS_HOST decides for itself).
+        if !env.iter().any(|(k, _)| *k == "MCO_AGENT_ROOT_IS_HOST") {
+            cmd.arg("--root-is-host");
+        }
+        cmd.env_remove("MCO_AGENT_ROOT_IS_HOST");
         if let Some((_, kubeconfig)) = &self.cluster {
             cmd.arg("--kubeconfig").arg(kubeconfig);
         }
