@@ -72,6 +72,7 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0
 printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$demo/san"
 openssl x509 -req -in "$demo/tls.csr" -CA "$demo/ca.crt" -CAkey "$demo/ca.key" -CAcreateserial \
   -days 1 -extfile "$demo/san" -out "$demo/tls.crt" 2>/dev/null
+chmod 600 "$demo/tls.key" # the companion refuses a key others can read
 echo "$demo/ca.crt signs $demo/tls.crt (IP:127.0.0.1)"
 
 step "The companion serves the worker pool: examples/pool-worker.yaml and examples/00-worker-base.yaml (without its OS fields)"

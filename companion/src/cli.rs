@@ -146,6 +146,9 @@ pub struct ServeArgs {
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Connections served at once to one client address (nodes behind a NAT share one).
+    #[arg(long, default_value_t = 64)]
+    pub max_connections_per_client: usize,
     #[command(flatten)]
     pub base: BaseArgs,
     #[command(flatten)]
@@ -242,6 +245,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     };
     let limits = Limits {
         max_connections: args.max_connections,
+        max_connections_per_client: args.max_connections_per_client,
         ..Limits::default()
     };
     let listener = TcpListener::bind(args.listen)

@@ -474,7 +474,10 @@ fn serve_binary_in_cluster_mode() {
     let cert = ca.issue_server_cert(&["127.0.0.1".to_string()]).unwrap();
     std::fs::write(dir.path().join("ca.crt"), ca.cert_pem()).unwrap();
     std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem).unwrap();
-    std::fs::write(dir.path().join("tls.key"), &cert.key_pem).unwrap();
+    let key = dir.path().join("tls.key");
+    std::fs::write(&key, &cert.key_pem).unwrap();
+    // the companion refuses a key others can read
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -349,3 +349,70 @@ async fn a_rotated_certificate_is_served_without_restart() {
             .is_err()
     );
 }
+
+/// A client that opens connections and never reads the responses holds at most its own cap of
+/// connections, and each only until the write timeout: then another connection from it is
+/// served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_capped_and_dropped() {
+    let pki = Pki::new();
+    let limits = Limits {
+        max_connections_per_client: 1,
+        write_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let server = Server::start_async(&pki, &fixture_manifests(), limits).await;
+    let plain = server.insecure_port;
+    let healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+    // Pipelined requests whose responses fill the socket buffers: the server's writes stall.
+    let mut hog = TcpStream::connect(("127.0.0.1", plain)).await.unwrap();
+    let request = b"GET /config/worker HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
+    let writer = tokio::spawn(async move {
+        let _ = hog.write_all(&request).await;
+        // keep the connection open, never read
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(hog);
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = raw_exchange(plain, healthz, Duration::from_secs(2)).await;
+    assert!(
+        refused.is_empty(),
+        "a second connection from the capped client was served: {}",
+        String::from_utf8_lossy(&refused)
+    );
+
+    let started = std::time::Instant::now();
+    loop {
+        let answer = raw_exchange(plain, healthz, Duration::from_secs(2)).await;
+        if answer.starts_with(b"HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the stalled connection was never dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    writer.abort();
+}
+
+#[test]
+fn a_private_key_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let pki = Pki::new();
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(mode)).unwrap();
+        let err = mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            format!(
+                "private key {} is accessible to its group or others (mode {mode:04o}): it must \
+                 be readable by its owner only (chmod 600)",
+                pki.key().display()
+            )
+        );
+    }
+    std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(0o400)).unwrap();
+    mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+}

@@ -46,6 +46,8 @@ printf 'subjectAltName=IP:127.0.0.1\n' >"$work/san"
 openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial \
   -days 1 -extfile "$work/san" -out "$work/tls.crt" 2>/dev/null
 chmod 644 "$work"/tls.*
+# nginx's workers read their key as another user; the companion refuses a key others can read.
+cp "$work/tls.key" "$work/companion.key" && chmod 600 "$work/companion.key"
 
 # --- manifests: a worker pool whose rendered config is ~1 MiB once served ------------------
 mkdir -p "$work/manifests"
@@ -86,7 +88,7 @@ port_companion=$((30000 + RANDOM % 10000))
 port_nginx=$((port_companion + 1))
 
 "$companion_bin" serve --manifests "$work/manifests" --listen "127.0.0.1:$port_companion" \
-  --cert "$work/tls.crt" --key "$work/tls.key" 2>"$work/companion.log" &
+  --cert "$work/tls.crt" --key "$work/companion.key" 2>"$work/companion.log" &
 companion_pid=$!
 pids+=("$companion_pid")
 for _ in $(seq 1 100); do

@@ -1,8 +1,10 @@
 //! Accept loop and per-connection handling, with the limits that keep a hostile or broken
-//! client from hurting the server: a cap on open connections, a TLS handshake timeout, a
-//! header read timeout (which also closes idle keep-alive connections), and caps on header size
-//! and count (hyper answers 431 beyond them).
+//! client from hurting the server: a cap on open connections and one per client address, a TLS
+//! handshake timeout, a header read timeout (which also closes idle keep-alive connections), a
+//! write timeout (a client that stops reading its response), and caps on header size and count
+//! (hyper answers 431 beyond them).
 
+use super::guard::{PerClient, WriteTimeout};
 use super::{ConfigSource, routes};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,6 +23,12 @@ use tokio_rustls::TlsAcceptor;
 pub struct Limits {
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections served at once from one client address; a further one is closed at once.
+    /// Nodes behind a NAT or a load balancer that hides their addresses share one address.
+    pub max_connections_per_client: usize,
+    /// Time a response write may make no progress (the client reads nothing) before the
+    /// connection is dropped.
+    pub write_timeout: Duration,
     /// Time a client gets to complete the TLS handshake.
     pub handshake_timeout: Duration,
     /// Time a client gets to send a request's headers (also the keep-alive idle limit).
@@ -35,6 +43,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 1024,
+            max_connections_per_client: 64,
+            write_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(15),
             max_header_bytes: 16 * 1024,
@@ -53,6 +63,7 @@ pub async fn serve(
 ) {
     let acceptor = tls.map(TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let clients = Arc::new(PerClient::default());
     let limits = Arc::new(limits);
     loop {
         if *shutdown.borrow() {
@@ -77,12 +88,18 @@ pub async fn serve(
             },
             _ = shutdown.changed() => return,
         };
+        let Some(client_slot) = clients.admit(remote.ip(), limits.max_connections_per_client)
+        else {
+            tracing::warn!(%remote, cap = limits.max_connections_per_client, "closing a connection: the client has too many open");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
+        let stream = WriteTimeout::new(stream, limits.write_timeout);
         let source = source.clone();
         let limits = limits.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _permits = (permit, client_slot);
             match acceptor {
                 Some(acceptor) => serve_tls(stream, remote, acceptor, source, &limits).await,
                 None => serve_http(stream, remote, source, &limits).await,
@@ -92,7 +109,7 @@ pub async fn serve(
 }
 
 async fn serve_tls(
-    stream: TcpStream,
+    stream: WriteTimeout<TcpStream>,
     remote: SocketAddr,
     acceptor: TlsAcceptor,
     source: Arc<dyn ConfigSource>,

@@ -2,6 +2,7 @@
 //! `/config/<pool>` and `/healthz` like the machine-config-server. What it serves comes from a
 //! [`ConfigSource`]: the standalone manifests directory or the cluster.
 
+mod guard;
 mod listen;
 pub mod routes;
 pub mod tls;

@@ -44,6 +44,7 @@ pub fn load_certified_key(
         "certificate file {} holds no PEM certificate",
         cert.display()
     );
+    check_key_permissions(key)?;
     let key_pem =
         fs::read(key).with_context(|| format!("reading private key {}", key.display()))?;
     let private = rustls_pemfile::private_key(&mut BufReader::new(key_pem.as_slice()))
@@ -61,6 +62,25 @@ pub fn load_certified_key(
             cert.display()
         )
     })
+}
+
+/// Refuses a private key file its group or others may read or write, as ssh does: whoever can
+/// read it can impersonate the config server to every node. (A Kubernetes secret volume needs
+/// `defaultMode: 0400` or `0600` for it.) The mode of the file a symlink points at counts.
+fn check_key_permissions(key: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(key)
+        .with_context(|| format!("reading private key {}", key.display()))?
+        .permissions()
+        .mode();
+    anyhow::ensure!(
+        mode & 0o077 == 0,
+        "private key {} is accessible to its group or others (mode {:04o}): it must be readable \
+         by its owner only (chmod 600)",
+        key.display(),
+        mode & 0o7777
+    );
+    Ok(())
 }
 
 /// Serves the certificate from `cert`/`key`, reloading it when either file's mtime changes.

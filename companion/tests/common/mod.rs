@@ -28,7 +28,7 @@ impl Pki {
         let (ca_pem, cert_pem, key_pem) = issue("mco-companion test CA");
         std::fs::write(dir.path().join("ca.crt"), &ca_pem).unwrap();
         std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
+        write_key(&dir.path().join("tls.key"), &key_pem);
         Pki { dir, ca_pem }
     }
     pub fn ca(&self) -> PathBuf {
@@ -40,6 +40,13 @@ impl Pki {
     pub fn key(&self) -> PathBuf {
         self.dir.path().join("tls.key")
     }
+}
+
+/// Writes a private key readable by its owner only (the server refuses any other).
+pub fn write_key(path: &Path, pem: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, pem).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// (CA PEM, server cert PEM, server key PEM) from a fresh CA named `ca_name`.

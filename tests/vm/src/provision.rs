@@ -46,7 +46,10 @@ impl ConfigServerForGuests {
         let cert = ca.issue_server_cert(&[HOST_FROM_GUEST.to_string(), "127.0.0.1".to_string()])?;
         std::fs::write(dir.path().join("ca.crt"), ca.cert_pem())?;
         std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
-        std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
+        let key = dir.path().join("tls.key");
+        std::fs::write(&key, &cert.key_pem)?;
+        // the companion refuses a key others can read
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let companion = binary_dir().join("mco-companion");
         ensure!(
             companion.is_file(),
