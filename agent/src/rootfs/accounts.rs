@@ -70,6 +70,16 @@ impl Accounts {
     pub fn group(&self, name: &str) -> Option<&Group> {
         self.groups.iter().find(|g| g.name == name)
     }
+
+    /// The first user with id `uid`.
+    pub fn user_by_id(&self, uid: u32) -> Option<&User> {
+        self.users.iter().find(|u| u.uid == uid)
+    }
+
+    /// The first group with id `gid`.
+    pub fn group_by_id(&self, gid: u32) -> Option<&Group> {
+        self.groups.iter().find(|g| g.gid == gid)
+    }
 }
 
 fn parse_user(line: &str) -> Option<User> {

@@ -5,9 +5,12 @@
 //! contents).
 //!
 //! Differences from the MCD, on purpose: a masked unit is checked even when it has no contents
-//! (the MCD skips every unit without contents, so it never checks a plain mask).
+//! (the MCD skips every unit without contents, so it never checks a plain mask); and what an
+//! intruder would change besides modes and bytes is checked too (see [`identity`]): the owner of
+//! every managed file, unit and drop-in, core's SSH keys file and core's password hash.
 
 mod gofmt;
+mod identity;
 mod report;
 
 use std::io::Read;
@@ -15,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use machine_config::{Config, File, Unit};
 
-use crate::rootfs::{FileKind, Opened, Root, RootError, go_error_text};
+use crate::rootfs::accounts::Accounts;
+use crate::rootfs::{FileKind, Opened, Owner, Root, RootError, go_error_text};
 use crate::units::{OfflineUnits, SYSTEM_UNIT_DIR, UnitFileState};
 
 pub use gofmt::{go_file_mode, go_mode_triple, go_quote};
@@ -34,24 +38,40 @@ const UNIT_FILE_MODE: u32 = 0o644;
 /// Validates `root` against `config` (named `config_name` in messages).
 pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationReport {
     let mut mismatches = Vec::new();
+    // Unreadable databases resolve no names: owners given by name are then reported.
+    let accounts = Accounts::load(root).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the root's user database");
+        Accounts::default()
+    });
+    let check = Check {
+        root,
+        accounts: &accounts,
+    };
     for file in &config.storage.files {
         if SKIPPED_FILES.contains(&file.path.as_str()) {
             tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
             continue;
         }
-        check_config_file(root, file, &mut mismatches);
+        check_config_file(&check, file, &mut mismatches);
     }
     let units = OfflineUnits::new(root);
     for unit in &config.systemd.units {
-        check_unit(root, &units, unit, &mut mismatches);
+        check_unit(&check, &units, unit, &mut mismatches);
     }
+    identity::check_core(root, &accounts, config, &mut mismatches);
     ValidationReport {
         config: config_name.to_string(),
         mismatches,
     }
 }
 
-fn check_config_file(root: &Root, file: &File, out: &mut Vec<Mismatch>) {
+/// The root and its user database.
+struct Check<'a> {
+    root: &'a Root,
+    accounts: &'a Accounts,
+}
+
+fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {
     let mode = file.mode_or_default();
     if !file.append.is_empty() {
         out.push(Mismatch {
@@ -68,8 +88,25 @@ fn check_config_file(root: &Root, file: &File, out: &mut Vec<Mismatch>) {
         });
         return;
     }
+    let owner = match identity::expected_owner(check.accounts, file) {
+        Ok(owner) => Some(owner),
+        Err(why) => {
+            out.push(Mismatch {
+                path: file.path.clone(),
+                unit: None,
+                kind: MismatchKind::Owner,
+                message: format!(
+                    "cannot tell the owner of file {}: {why}",
+                    go_quote(&file.path)
+                ),
+                expected: Facts::default(),
+                found: None,
+            });
+            None
+        }
+    };
     match file.decoded_contents() {
-        Ok(contents) => check_file(root, &file.path, None, mode, &contents, out),
+        Ok(contents) => check_file(check, &file.path, None, mode, owner, &contents, out),
         Err(e) => out.push(Mismatch {
             path: file.path.clone(),
             unit: None,
@@ -84,7 +121,8 @@ fn check_config_file(root: &Root, file: &File, out: &mut Vec<Mismatch>) {
     }
 }
 
-fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<Mismatch>) {
+fn check_unit(check: &Check<'_>, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<Mismatch>) {
+    let root = check.root;
     let unit_name = Some(unit.name.as_str());
     for dropin in &unit.dropins {
         let path = format!("{SYSTEM_UNIT_DIR}/{}.d/{}", unit.name, dropin.name);
@@ -109,10 +147,11 @@ fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<
             }
         }
         check_file(
-            root,
+            check,
             &path,
             unit_name,
             UNIT_FILE_MODE,
+            Some(Owner::ROOT),
             contents.as_bytes(),
             out,
         );
@@ -126,10 +165,11 @@ fn check_unit(root: &Root, units: &OfflineUnits<'_>, unit: &Unit, out: &mut Vec<
         return;
     };
     check_file(
-        root,
+        check,
         &path,
         unit_name,
         UNIT_FILE_MODE,
+        Some(Owner::ROOT),
         contents.as_bytes(),
         out,
     );
@@ -232,16 +272,18 @@ fn check_enablement(
     }
 }
 
-/// Compares the regular file at `path` with `expected` bytes and the exact `mode`, recording a
-/// mismatch for the mode and one for the contents when they differ.
+/// Compares the regular file at `path` with `expected` bytes, the exact `mode` and the `owner`
+/// (when known), recording a mismatch for each that differs.
 fn check_file(
-    root: &Root,
+    check: &Check<'_>,
     path: &str,
     unit: Option<&str>,
     mode: u32,
+    owner: Option<Owner>,
     expected: &[u8],
     out: &mut Vec<Mismatch>,
 ) {
+    let root = check.root;
     let quoted = go_quote(path);
     let mismatch = |kind, message: String, found: Option<Facts>| Mismatch {
         path: path.to_string(),
@@ -307,6 +349,15 @@ fn check_file(
             found(),
         ));
     }
+    if let Some(owner) = owner {
+        out.extend(identity::check_owner(
+            check.accounts,
+            path,
+            unit,
+            owner,
+            info.owner,
+        ));
+    }
 }
 
 /// Facts about whatever is at `path` that is not a readable regular file.
@@ -362,3 +413,6 @@ fn eval_symlinks(root: &Root, path: &Path) -> Result<PathBuf, RootError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod identity_tests;

@@ -23,6 +23,10 @@ pub enum MismatchKind {
     Mask,
     /// A unit's enablement differs.
     Enablement,
+    /// The owner (user or group) differs.
+    Owner,
+    /// core's password hash differs (the hash is never shown).
+    PasswordHash,
 }
 
 /// Facts about one side of a comparison (what the config wants, or what is on disk). Never
@@ -47,6 +51,9 @@ pub struct Facts {
     /// Unit-file state (`enabled`, `disabled`...), or the expected `enabled` setting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// Owner as `uid:gid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl Facts {
@@ -82,6 +89,9 @@ impl Facts {
         }
         if let Some(s) = &self.state {
             parts.push(s.clone());
+        }
+        if let Some(o) = &self.owner {
+            parts.push(format!("owner {o}"));
         }
         if parts.is_empty() {
             "nothing".to_string()
