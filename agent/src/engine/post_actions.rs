@@ -143,8 +143,12 @@ async fn service_event<E: std::fmt::Display>(
     }
 }
 
+/// Runs `update-ca-trust` with the usual umask 022: the agent's own (`UMask=0077` in its unit)
+/// would make the CA bundles it extracts readable by root only, and every other program on the
+/// node reads them. (The agent sets every mode it writes explicitly; a child does not.)
 async fn run_update_ca_trust() -> Result<()> {
-    let status = tokio::process::Command::new("update-ca-trust")
+    let status = tokio::process::Command::new("/bin/sh")
+        .args(["-c", "umask 022 && exec update-ca-trust"])
         .status()
         .await
         .context("running update-ca-trust")?;
