@@ -201,3 +201,86 @@ async fn the_force_file_reapplies_without_a_reboot() {
     assert_eq!(node.logind.reboots(), 0);
     node.stop().await;
 }
+
+/// systemd's watchdog is pinged by the update loop itself: pings while idle, the period
+/// stretched while an update runs (a drain or an image pull may take long between steps) and
+/// the unit's period back when it ends. (systemd stands in as a datagram socket.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_update_loop_pings_the_watchdog_and_stretches_it_for_updates() {
+    let mut node = Node::new(&[("00-base.yaml", &base())]).await;
+    let base_name = node.rendered_name();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    // Read as systemd does, all along: a full socket would block the agent's sends.
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (mut received, mut buf) = (Vec::new(), [0u8; 4096]);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf) {
+                    received.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+            }
+            received
+        })
+    };
+    node.start_agent(&[
+        ("NOTIFY_SOCKET", path.to_str().unwrap()),
+        ("WATCHDOG_USEC", "400000"),
+    ]);
+    node.wait_status("the first application", secs(30), done_in(&base_name))
+        .await;
+    node.write_manifest(
+        "00-base.yaml",
+        &machine_config(
+            "00-base",
+            &[(BASE_FILE, "base: 2\n"), (POLICY, "{}\n")],
+            &[],
+        ),
+    );
+    let new_name = node.rendered_name();
+    node.wait_status("the files-only update", secs(30), done_in(&new_name))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let received = reader.join().unwrap();
+    let count = |m: &str| received.iter().filter(|r| *r == m).count();
+    assert_eq!(
+        received.first().map(String::as_str),
+        Some("READY=1\n"),
+        "{received:?}"
+    );
+    assert!(
+        count("WATCHDOG=1\n") >= 2,
+        "the loop does not ping: {received:?}"
+    );
+    // The update ran stretched: between the stretch before its first step and its Done, no
+    // return to the unit's period; right after Done, the period comes back.
+    let (stretch, unit_period) = (
+        "WATCHDOG_USEC=3900000000\nWATCHDOG=1\n",
+        "WATCHDOG_USEC=400000\nWATCHDOG=1\n",
+    );
+    let done_at = received
+        .iter()
+        .position(|m| *m == format!("STATUS=Done: {new_name}\n"))
+        .unwrap_or_else(|| panic!("no Done for the update: {received:?}"));
+    let started_at = received[..done_at]
+        .iter()
+        .rposition(|m| m == "STATUS=Working\n")
+        .unwrap();
+    let stretched_at = received[..started_at].iter().rposition(|m| m == stretch);
+    assert!(
+        stretched_at.is_some_and(|s| !received[s..done_at].iter().any(|m| m == unit_period)),
+        "the update did not run stretched: {received:?}"
+    );
+    assert!(
+        received[done_at..].iter().any(|m| m == unit_period),
+        "the unit's period did not come back: {received:?}"
+    );
+    node.stop().await;
+}

@@ -1,5 +1,5 @@
-//! sd_notify: a fake NOTIFY_SOCKET (a unix datagram socket) receives READY, STATUS and
-//! WATCHDOG from a child process started with the service-manager environment.
+//! sd_notify: a fake NOTIFY_SOCKET (a unix datagram socket) receives READY, STATUS, WATCHDOG
+//! and WATCHDOG_USEC from a child process started with the service-manager environment.
 
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
@@ -49,17 +49,18 @@ fn ready_status_and_watchdog_reach_the_notify_socket() {
         Some("READY=1\n"),
         "{received:?}"
     );
+    // Reaching a step is progress: a ping; then the loop's own ping; long work stretches the
+    // period and its end restores the unit's; nothing pings in between (no timer).
     assert_eq!(
-        received.get(1).map(String::as_str),
-        Some("STATUS=applying files READY=1\n"),
+        received[1..],
+        [
+            "STATUS=applying files READY=1\n",
+            "WATCHDOG=1\n",
+            "WATCHDOG=1\n",
+            "WATCHDOG_USEC=60000000\nWATCHDOG=1\n",
+            "WATCHDOG_USEC=100000\nWATCHDOG=1\n",
+        ],
         "{received:?}"
-    );
-    let pings = received.iter().filter(|m| *m == "WATCHDOG=1\n").count();
-    assert!(pings >= 2, "expected repeated watchdog pings: {received:?}");
-    assert_eq!(
-        received.len(),
-        2 + pings,
-        "unexpected messages: {received:?}"
     );
 }
 
@@ -94,10 +95,16 @@ async fn child_notifies() {
     child::assert_child("ready_status_and_watchdog_reach_the_notify_socket");
     mco_agent::notify::ready();
     mco_agent::notify::status("applying files\nREADY=1");
-    let watchdog =
-        mco_agent::notify::spawn_watchdog().expect("WATCHDOG_USEC is set: the watchdog runs");
-    tokio::time::sleep(Duration::from_millis(180)).await;
-    watchdog.abort();
+    assert_eq!(
+        mco_agent::notify::watchdog_period(),
+        Some(Duration::from_millis(100))
+    );
+    mco_agent::notify::watchdog_ping();
+    let work = mco_agent::notify::long_work(Duration::from_secs(60))
+        .expect("WATCHDOG_USEC is set: the work is watched");
+    // Time passes without a ping: nothing pings behind the work's back.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    drop(work);
 }
 
 #[tokio::test]
@@ -105,9 +112,11 @@ async fn child_notifies() {
 async fn child_without_watchdog() {
     child::assert_child("nothing_is_sent_without_a_socket_or_for_another_pid");
     assert!(
-        mco_agent::notify::spawn_watchdog().is_none(),
+        mco_agent::notify::watchdog_period().is_none(),
         "no watchdog for this process"
     );
+    assert!(mco_agent::notify::long_work(Duration::from_secs(60)).is_none());
+    mco_agent::notify::watchdog_ping();
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         mco_agent::notify::ready();
         mco_agent::notify::status("idle");

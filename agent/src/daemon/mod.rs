@@ -49,6 +49,11 @@ use crate::engine::Engine;
 /// How often the force file is looked for.
 const FORCE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How long an update may go without reaching a step before systemd's watchdog restarts the
+/// agent (the MCD gives a drain an hour before it reports it failed; an update resumes from its
+/// record after a restart).
+const STEP_BUDGET: Duration = Duration::from_secs(65 * 60);
+
 /// Default interval between polls of the config server in standalone mode.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -148,7 +153,15 @@ impl Daemon {
 
     /// Runs until SIGTERM or SIGINT (or the cluster's desired feed ends).
     pub async fn run(&mut self) -> Result<()> {
-        let _watchdog = crate::notify::spawn_watchdog();
+        // The loop pings the watchdog each time round (an arm below wakes it at half the period
+        // when nothing else does); work an arm starts pings as it reaches its steps.
+        let mut watchdog = crate::notify::watchdog_period().map(|period| {
+            tracing::debug!(
+                ?period,
+                "systemd watchdog enabled: the update loop pings it"
+            );
+            tokio::time::interval((period / 2).max(Duration::from_millis(1)))
+        });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         // The force file acts without waiting for the next desired config or poll.
         let mut force_check = tokio::time::interval(FORCE_CHECK_INTERVAL);
@@ -157,12 +170,14 @@ impl Daemon {
             DesiredFeed::Cluster(_) => None,
         };
         loop {
+            crate::notify::watchdog_ping();
             let retry_at = self.retry_at;
             tokio::select! {
+                _ = async { watchdog.as_mut().expect("watchdog interval").tick().await }, if watchdog.is_some() => {}
                 _ = term.recv() => break,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
-                    self.sync(false).await;
+                    self.watched_sync(false).await;
                 }
                 name = next_desired(&mut self.feed) => {
                     let Some(name) = name else { break };
@@ -171,13 +186,16 @@ impl Daemon {
                         self.backoff.reset();
                     }
                     self.desired_name = Some(name);
-                    self.sync(false).await;
+                    self.watched_sync(false).await;
                 }
                 _ = sleep_until(retry_at), if retry_at.is_some() => {
                     self.retry_at = None;
-                    self.sync(true).await;
+                    self.watched_sync(true).await;
                 }
-                Some(path) = self.drift_rx.recv() => self.on_drift(&path).await,
+                Some(path) = self.drift_rx.recv() => {
+                    let _work = crate::notify::long_work(STEP_BUDGET);
+                    self.on_drift(&path).await
+                }
                 _ = force_check.tick() => {
                     // (A failed forced update waits for its backoff like any other.)
                     if self.retry_at.is_none()
@@ -185,13 +203,20 @@ impl Daemon {
                         && self.engine.force_file_present().unwrap_or(false)
                     {
                         tracing::info!("{} present: re-applying", machine_config::mco::paths::FORCE_FILE);
-                        self.sync(true).await;
+                        self.watched_sync(true).await;
                     }
                 }
             }
         }
         tracing::info!("stopping");
         Ok(())
+    }
+
+    /// [`Self::sync`] as long work (see [`crate::notify`]): a drain or an image pull may take
+    /// up to [`STEP_BUDGET`] between steps before systemd restarts a hung agent.
+    async fn watched_sync(&mut self, retry: bool) {
+        let _work = crate::notify::long_work(STEP_BUDGET);
+        self.sync(retry).await;
     }
 
     /// Schedules a retry after the next backoff delay.
