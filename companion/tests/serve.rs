@@ -401,18 +401,32 @@ async fn a_client_that_stops_reading_is_capped_and_dropped() {
 fn a_private_key_others_can_read_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let pki = Pki::new();
-    for mode in [0o644, 0o640, 0o604] {
+    let refused = |mode: u32, uid: u32| {
         std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(mode)).unwrap();
         let err = mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             format!(
-                "private key {} is accessible to its group or others (mode {mode:04o}): it must \
-                 be readable by its owner only (chmod 600)",
+                "private key {} is accessible to others or to its group (mode {mode:04o}, owner \
+                 uid {uid}): it must be readable by its owner only (chmod 600), or also by its \
+                 group when root owns it",
                 pki.key().display()
             )
         );
+    };
+    let accepted = |mode: u32| {
+        std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(mode)).unwrap();
+        mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+    };
+    // Root-owned (the tests run as root, as a secret volume's files are owned).
+    for mode in [0o644, 0o604, 0o660, 0o650] {
+        refused(mode, 0);
     }
-    std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(0o400)).unwrap();
-    mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+    for mode in [0o400, 0o600, 0o440, 0o640] {
+        accepted(mode);
+    }
+    // Owned by another user: its group may not read it.
+    std::os::unix::fs::chown(pki.key(), Some(1000), None).unwrap();
+    refused(0o640, 1000);
+    accepted(0o600);
 }

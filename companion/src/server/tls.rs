@@ -64,21 +64,24 @@ pub fn load_certified_key(
     })
 }
 
-/// Refuses a private key file its group or others may read or write, as ssh does: whoever can
-/// read it can impersonate the config server to every node. (A Kubernetes secret volume needs
-/// `defaultMode: 0400` or `0600` for it.) The mode of the file a symlink points at counts.
+/// Refuses a private key file others may read, or its group may write, as ssh and PostgreSQL
+/// do: whoever can read it can impersonate the config server to every node. The group may read
+/// it only when root owns the file (PostgreSQL's rule; a Kubernetes secret volume with
+/// `fsGroup` gives the pod's group read on root-owned files). The mode of the file a symlink
+/// points at counts.
 fn check_key_permissions(key: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = fs::metadata(key)
-        .with_context(|| format!("reading private key {}", key.display()))?
-        .permissions()
-        .mode();
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let meta =
+        fs::metadata(key).with_context(|| format!("reading private key {}", key.display()))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    let allowed = if meta.uid() == 0 { 0o640 } else { 0o600 };
     anyhow::ensure!(
-        mode & 0o077 == 0,
-        "private key {} is accessible to its group or others (mode {:04o}): it must be readable \
-         by its owner only (chmod 600)",
+        mode & 0o777 & !allowed == 0,
+        "private key {} is accessible to others or to its group (mode {:04o}, owner uid {}): it \
+         must be readable by its owner only (chmod 600), or also by its group when root owns it",
         key.display(),
-        mode & 0o7777
+        mode,
+        meta.uid()
     );
     Ok(())
 }
