@@ -17,7 +17,7 @@ use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, S
 use mco_agent::engine::Status;
 use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::Standalone;
-use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
+use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer, fixtures};
 use mco_test_support::logind::FakeLogind;
 use mco_test_support::systemd::FakeSystemdBus;
 use mco_test_support::tls::TestCa;
@@ -75,6 +75,9 @@ pub struct Node {
     pub cluster: Option<(TestApiServer, PathBuf)>,
     /// `--pool` of the agent (`worker`); `None` lets it work the pool out.
     pub pool_arg: Option<String>,
+    /// Whether the agent gets `--config-server` (true); without it, in cluster mode, it reads
+    /// rendered configs by name from the API server.
+    pub config_server_arg: bool,
 }
 
 /// The Node object's name.
@@ -168,15 +171,20 @@ impl Node {
             starts: 0,
             cluster: None,
             pool_arg: Some("worker".into()),
+            config_server_arg: true,
         }
     }
 
-    /// Cluster mode: a Kubernetes API test server with this node's Node object (no
-    /// annotations yet) and `MachineConfiguration/cluster` with the node disruption status the
-    /// MCO's operator (or the companion's controller) computes for an empty spec; the agent gets
-    /// `--kubeconfig` with the node's credentials.
+    /// Cluster mode: a Kubernetes API test server enforcing RBAC (the Node authorizer,
+    /// NodeRestriction and the RBAC objects of the repository's `manifests/`) with this node's
+    /// Node object (no annotations yet) and `MachineConfiguration/cluster` with the node
+    /// disruption status the MCO's operator (or the companion's controller) computes for an
+    /// empty spec; the agent gets `--kubeconfig` with the kubelet's credentials (a client
+    /// certificate for `system:node:NAME` in `system:nodes`), so a call the shipped rules do
+    /// not allow fails the test. The test itself acts as the admin.
     pub fn with_cluster(mut self) -> Self {
-        let server = TestApiServer::start().unwrap();
+        let server = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
+        mco_test_support::shipped::load_rbac(&server).unwrap();
         server.seed(fixtures::node(NODE)).unwrap();
         let mut policies = MachineConfiguration::from_slice(
             b"apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\n",
@@ -188,9 +196,7 @@ impl Node {
             .seed(serde_json::to_value(&policies).unwrap())
             .unwrap();
         let kubeconfig = self.dir.path().join("kubelet.kubeconfig");
-        server
-            .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
-            .unwrap();
+        server.write_node_kubeconfig(&kubeconfig, NODE).unwrap();
         self.cluster = Some((server, kubeconfig));
         self
     }
@@ -297,13 +303,15 @@ impl Node {
         if let Some(pool) = &self.pool_arg {
             cmd.args(["--pool", pool]);
         }
+        if self.config_server_arg {
+            cmd.arg("--config-server")
+                .arg(&self.url)
+                .arg("--ca")
+                .arg(&self.ca_file);
+        }
         cmd.args(["--node-name", "node-0", "--poll-interval", "100ms"])
             .arg("--root")
             .arg(&self.root)
-            .arg("--config-server")
-            .arg(&self.url)
-            .arg("--ca")
-            .arg(&self.ca_file)
             .arg("--boot-id-file")
             .arg(&self.boot_file)
             .env("DBUS_SYSTEM_BUS_ADDRESS", self.os.bus.address())
@@ -457,6 +465,14 @@ impl Node {
     /// The rendered config name the companion serves for the pool now.
     pub fn rendered_name(&self) -> String {
         self.rendered_name_of("worker")
+    }
+
+    /// The rendered config the companion serves for `pool` now, as a MachineConfig object.
+    pub fn rendered_config_of(&self, pool: &str) -> serde_json::Value {
+        let manifests = mco_companion::manifests::load(&self.manifests).unwrap();
+        let snapshot = mco_companion::standalone::Snapshot::render(&manifests, &Default::default());
+        let rendered = snapshot.pools[pool].rendered.as_ref().unwrap();
+        serde_json::from_str(&rendered.to_json()).unwrap()
     }
 
     /// The rendered config name the companion serves for `pool` now.

@@ -9,6 +9,7 @@ pub mod dbus;
 pub mod logind;
 pub mod nspawn;
 pub mod rpmostreed;
+pub mod shipped;
 pub mod sysroot;
 pub mod systemd;
 pub mod tls;

@@ -56,7 +56,7 @@ mod handler;
 mod identity;
 mod kubeconfig;
 mod lifecycle;
-mod manifests;
+pub mod manifests;
 mod node_authz;
 mod openapi;
 mod patch;
