@@ -2,6 +2,10 @@
 //! the nodes' agents by patching their annotations; the controller renders, rolls out within
 //! maxUnavailable, stops for a paused pool, refuses an unreconcilable config, and the cluster
 //! config source serves what the pools say.
+//! The companion runs as the service account of `manifests/` with RBAC enforced by the rules
+//! loaded from those files (the test itself acts as the admin), so a call they do not allow
+//! fails; the rollout test also fails on a permission of the shipped ClusterRole that no
+//! request of the controller or the config source needed.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +14,10 @@ use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use machine_config::render::RenderOptions;
 use mco_companion::cluster::{self, controller, source::ClusterSource};
 use mco_companion::server::{ConfigSource, PoolRequest};
-use mco_test_support::apiserver::{Target, TestApiServer};
+use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer};
+use mco_test_support::shipped::{
+    self, COMPANION_NAMESPACE, COMPANION_ROLE, COMPANION_SERVICE_ACCOUNT,
+};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -57,6 +64,39 @@ fn node(name: &str, roles: &[&str], zone: Option<&str>, created: &str) -> Value 
 
 struct Cluster {
     api: TestApiServer,
+}
+
+/// The API test server enforcing the Node authorizer and the RBAC objects of `manifests/`,
+/// and a kubeconfig with the token of the companion's service account.
+fn rbac_cluster() -> (TestApiServer, std::path::PathBuf) {
+    let api = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
+    shipped::load_rbac(&api).unwrap();
+    let kubeconfig = api.dir().join("companion.kubeconfig");
+    api.write_service_account_kubeconfig(
+        &kubeconfig,
+        COMPANION_NAMESPACE,
+        COMPANION_SERVICE_ACCOUNT,
+    )
+    .unwrap();
+    (api, kubeconfig)
+}
+
+/// The companion's service account needed every permission of its shipped ClusterRole and
+/// was refused nothing.
+fn assert_exactly_the_shipped_rules(api: &TestApiServer) {
+    let user = format!("system:serviceaccount:{COMPANION_NAMESPACE}:{COMPANION_SERVICE_ACCOUNT}");
+    let usage = shipped::role_use(&api.audit(), &user, COMPANION_ROLE).unwrap();
+    eprintln!("{user} used:\n  {}", usage.used.join("\n  "));
+    assert!(
+        usage.refused.is_empty(),
+        "requests of the companion the shipped rules refuse: {:#?}",
+        usage.refused
+    );
+    assert!(
+        usage.unused.is_empty(),
+        "permissions of ClusterRole {COMPANION_ROLE} (manifests/companion-rbac.yaml) no request of the companion needed: {:#?}",
+        usage.unused
+    );
 }
 
 impl Cluster {
@@ -179,7 +219,7 @@ async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_pause_and_unreconcilable_config() {
-    let api = TestApiServer::start().unwrap();
+    let (api, companion_kubeconfig) = rbac_cluster();
     let c = Cluster { api };
     c.api.seed(pool("worker", &["worker"], 2)).unwrap();
     c.api.seed(pool("infra", &["worker", "infra"], 1)).unwrap();
@@ -222,7 +262,7 @@ async fn rollout_pause_and_unreconcilable_config() {
         ))
         .unwrap();
 
-    let client = cluster::client(c.api.kubeconfig()).await.unwrap();
+    let client = cluster::client(&companion_kubeconfig).await.unwrap();
     let (stop, shutdown) = watch::channel(false);
     let running = tokio::spawn(controller::run(
         client.clone(),
@@ -457,6 +497,7 @@ async fn rollout_pause_and_unreconcilable_config() {
 
     stop.send(true).unwrap();
     running.await.unwrap().unwrap();
+    assert_exactly_the_shipped_rules(&c.api);
 }
 
 /// The binary in cluster mode (`serve --kubeconfig --controller`) against the test server, over
@@ -465,7 +506,7 @@ async fn rollout_pause_and_unreconcilable_config() {
 #[test]
 fn serve_binary_in_cluster_mode() {
     use std::process::{Command, Stdio};
-    let api = TestApiServer::start().unwrap();
+    let (api, companion_kubeconfig) = rbac_cluster();
     api.seed(pool("worker", &["worker"], 1)).unwrap();
     api.seed(mc("00-worker", "worker", file("/etc/from-cluster", "yes")))
         .unwrap();
@@ -491,7 +532,7 @@ fn serve_binary_in_cluster_mode() {
             &format!("127.0.0.1:{port}"),
         ])
         .arg("--kubeconfig")
-        .arg(api.kubeconfig())
+        .arg(&companion_kubeconfig)
         .arg("--cert")
         .arg(dir.path().join("tls.crt"))
         .arg("--key")
