@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # build: ostree crate links Debian's libostree 2022.7
   pkg-config libostree-dev
+  # build: the selinux crate binds libselinux with bindgen (libclang and its headers)
+  libselinux1-dev libclang1-14 libclang-common-14-dev
   # real components used by tests
   ostree gir1.2-ostree-1.0 ignition dbus-daemon python3-dbusmock curl
   # the order of the agent's writes and syncs, traced (agent/tests/write_order.rs)

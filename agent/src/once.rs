@@ -61,8 +61,8 @@ pub async fn once_from(
     desired: &LoadedConfig,
     opts: &OnceFromOptions,
 ) -> Result<OnceFromReport> {
-    let root = Root::open(root_path)?;
     let live = live::is_host_root(root_path);
+    let root = crate::host::selinux::label_files(Root::open(root_path)?, live);
     let no_reboot = if opts.skip_reboot {
         Some("not rebooting (--skip-reboot)".to_string())
     } else if !live {

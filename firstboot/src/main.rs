@@ -75,7 +75,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: &Args) -> Result<Completed> {
-    let root = Root::open(&args.root)?;
+    let root = mco_agent::host::selinux::label_files(
+        Root::open(&args.root)?,
+        mco_agent::engine::live::is_host_root(&args.root),
+    );
     if encapsulated::read(&root)?.is_none() {
         return Ok(Completed::NothingToDo);
     }

@@ -234,8 +234,8 @@ async fn run_daemon(args: &Args) -> Result<()> {
              --config-server URL --ca FILE (MCO_AGENT_CONFIG_SERVER, MCO_AGENT_CA), or --config-file FILE"
         ),
     };
-    let root = Root::open(&args.root)?;
     let live = live::is_host_root(&args.root);
+    let root = crate::host::selinux::label_files(Root::open(&args.root)?, live);
     let seams = live::connect(
         &args.root,
         &SeamOptions {

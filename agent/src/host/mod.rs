@@ -3,6 +3,7 @@
 //! (logind, with the staged-deployment safety check).
 
 pub mod reboot;
+pub mod selinux;
 pub mod systemd;
 
 /// Connects to the system bus. `DBUS_SYSTEM_BUS_ADDRESS` is honoured when set (tests point

@@ -8,6 +8,7 @@
 //! found and removed.
 
 mod error;
+mod labels;
 mod resolve;
 mod temp;
 
@@ -26,6 +27,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 pub use error::{RootError, go_error_text};
+pub use labels::FileLabels;
 use temp::create_with_temp_name;
 pub use temp::temp_writer_pid;
 
@@ -124,6 +126,8 @@ pub enum Opened {
 pub struct Root {
     fd: OwnedFd,
     path: PathBuf,
+    /// Labels new files get before their rename (none: they keep what they inherit).
+    labels: Option<std::sync::Arc<dyn FileLabels>>,
 }
 
 impl Root {
@@ -139,7 +143,14 @@ impl Root {
         Ok(Root {
             fd,
             path: path.to_path_buf(),
+            labels: None,
         })
+    }
+
+    /// Every file this root writes from now on is labelled by `labels` before its rename.
+    pub fn with_labels(mut self, labels: std::sync::Arc<dyn FileLabels>) -> Self {
+        self.labels = Some(labels);
+        self
     }
 
     /// The host path of the root, as given to [`Root::open`].
@@ -329,6 +340,12 @@ impl Root {
             rustix::fs::fchown(&file, Some(uid(owner.uid)), Some(gid(owner.gid)))
                 .map_err(|e| io(e.into()))?;
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io(e.into()))?;
+            if let Some(labels) = &self.labels {
+                let mode = rustix::fs::FileType::RegularFile.as_raw_mode() | mode;
+                labels.label(path, mode, file.as_fd()).map_err(|message| {
+                    RootError::io("label", path, std::io::Error::other(message))
+                })?;
+            }
             file.write_all(contents).map_err(io)?;
             // An empty file has no data to lose: its inode goes with the directory entry.
             if sync_dir || !contents.is_empty() {
