@@ -98,7 +98,20 @@ expect "writes unit files" 'systemdunit:file .*write' -A -s mco_agent_t -t syste
 expect "reboots through logind" 'power_unit_t:service .*start' -A -s mco_agent_t -t power_unit_t -c service
 expect "notifies systemd (Type=notify, watchdog)" 'write' -A -s mco_agent_t -t init_runtime_t -c sock_file
 expect "reads the kubelet kubeconfig" ':file \{.*read' -A -s mco_agent_t -t var_lib_t -c file
+expect "writes the pull secret /var/lib/kubelet/config.json" 'var_lib_t:file .*create.*rename.*write' \
+  -A -s mco_agent_t -t var_lib_t -c file
 expect "writes the core user's SSH keys" 'ssh_home_t:file .*create.*write' -A -s mco_agent_t -t ssh_home_t -c file
+expect "creates ~core/.ssh as ssh_home_t" 'type_transition mco_agent_t user_home_dir_t:dir ssh_home_t .ssh' \
+  -T -s mco_agent_t -t user_home_dir_t
+expect "reads and rewrites /etc/shadow" 'shadow_t:file .*read.*rename.*unlink.*write' -A -s mco_agent_t -t shadow_t -c file
+expect "labels the new shadow file shadow_t" 'relabelto' -A -s mco_agent_t -t shadow_t -c file -p relabelto
+expect "relabels its temp files in /etc" 'relabelfrom' -A -s mco_agent_t -t etc_t -c file -p relabelfrom
+expect "writes CA anchors" 'cert_t:file .*create.*rename.*write' -A -s mco_agent_t -t cert_t -c file
+expect "runs update-ca-trust (a shell script)" 'execute_no_trans' -A -s mco_agent_t -t shell_exec_t -c file
+expect "runs update-ca-trust from bin" 'execute_no_trans' -A -s mco_agent_t -t bin_t -c file
+expect "looks labels up in file_contexts" 'file_context_t:file .*read' -A -s mco_agent_t -t file_context_t -c file
+expect "validates contexts with the kernel" 'check_context' -A -s mco_agent_t -t security_t -c security
+expect "checks /run/ostree/staged-deployment-locked" 'var_run_t:file .*getattr' -A -s mco_agent_t -t var_run_t -c file
 expect "binds its metrics port" 'name_bind' -A -s mco_agent_t -t unreserved_port_t -c tcp_socket
 expect "connects to the API and config servers" 'name_connect' -A -s mco_agent_t -t unreserved_port_t -c tcp_socket
 for port in 8797 6443 22623; do
@@ -106,12 +119,34 @@ for port in 8797 6443 22623; do
     fail "tcp port $port is not an unreserved port in this policy"
   checks=$((checks + 1))
 done
-refuse "reads no shadow passwords" -A -s mco_agent_t -t shadow_t -c file -p read
+refuse "relabels nothing to a type it has no business with" -A -s mco_agent_t -t security_t -c file -p relabelto
+refuse "labels no file as an executable" -A -s mco_agent_t -t bin_t -c file -p relabelto
+refuse "writes no executables" -A -s mco_agent_t -t bin_t -c file -p write
+refuse "writes no shell" -A -s mco_agent_t -t shell_exec_t -c file -p write
+# a label is set with the file's own SELinux user, as restorecon without -F: no exemption needed
+if seinfo -xa can_change_object_identity "$policy" | grep -qw mco_agent_t; then
+  fail "mco_agent_t may change the SELinux user of files (can_change_object_identity)"
+fi
+checks=$((checks + 1))
+refuse "writes nothing under /boot (rpm-ostree's)" -A -s mco_agent_t -t boot_t -c file -p write
+refuse "writes no SELinux policy files" -A -s mco_agent_t -t policy_config_t -c file -p write
+refuse "writes no file in user homes beyond SSH keys" -A -s mco_agent_t -t user_home_t -c file -p write
+refuse "writes no SSH host keys" -A -s mco_agent_t -t sshd_key_t -c file -p write
+refuse "reads no Kerberos keytab (a security file)" -A -s mco_agent_t -t krb5_keytab_t -c file -p read
+refuse "reads no audit log (a security file)" -A -s mco_agent_t -t auditd_log_t -c file -p read
 refuse "loads no kernel modules" -A -s mco_agent_t -c system -p module_load
-refuse "writes no SELinux policy" -A -s mco_agent_t -t security_t -c security -p load_policy
+refuse "loads no SELinux policy" -A -s mco_agent_t -t security_t -c security -p load_policy
+refuse "switches no enforcing mode" -A -s mco_agent_t -t security_t -c security -p setenforce
+refuse "maps no writable memory executable" -A -s mco_agent_t -t mco_agent_t -c process -p execmem
+refuse "needs no sys_admin, sys_module or sys_ptrace" -A -s mco_agent_t -t mco_agent_t -c capability -p sys_admin,sys_module,sys_ptrace
 label /usr/bin/mco-agent mco_agent_exec_t
 label /usr/libexec/mco-firstboot mco_agent_exec_t
 label /usr/lib/systemd/system/mco-agent.service mco_agent_unit_file_t
 label /etc/machine-config-daemon/currentconfig mco_agent_conf_t
 label /run/mco-agent/state mco_agent_runtime_t
+label /etc/shadow shadow_t
+label /etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt cert_t
+label /etc/systemd/system/kubelet.service systemd_unit_t
+label /home/core/.ssh/authorized_keys.d/ignition ssh_home_t
+label /var/lib/kubelet/config.json var_lib_t
 echo "selinux/check.sh: mco_agent.pp links into the reference policy; $checks checks passed"
