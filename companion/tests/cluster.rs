@@ -81,8 +81,18 @@ fn rbac_cluster() -> (TestApiServer, std::path::PathBuf) {
     (api, kubeconfig)
 }
 
-/// The companion's service account needed every permission of its shipped ClusterRole and
-/// was refused nothing.
+/// Permissions of the shipped ClusterRole only the drain controller uses: the rollout test
+/// requests no drain; `tests/drain_controller.rs` checks that its drains use each of them.
+const DRAIN_ONLY: [&str; 5] = [
+    "get nodes",
+    "get pods",
+    "list pods",
+    "create pods/eviction",
+    "create events",
+];
+
+/// The companion's service account needed every permission of its shipped ClusterRole (but
+/// those only drains use) and was refused nothing.
 fn assert_exactly_the_shipped_rules(api: &TestApiServer) {
     let user = format!("system:serviceaccount:{COMPANION_NAMESPACE}:{COMPANION_SERVICE_ACCOUNT}");
     let usage = shipped::role_use(&api.audit(), &user, COMPANION_ROLE).unwrap();
@@ -92,10 +102,14 @@ fn assert_exactly_the_shipped_rules(api: &TestApiServer) {
         "requests of the companion the shipped rules refuse: {:#?}",
         usage.refused
     );
+    let unused: Vec<&String> = usage
+        .unused
+        .iter()
+        .filter(|p| !DRAIN_ONLY.contains(&p.as_str()))
+        .collect();
     assert!(
-        usage.unused.is_empty(),
-        "permissions of ClusterRole {COMPANION_ROLE} (manifests/companion-rbac.yaml) no request of the companion needed: {:#?}",
-        usage.unused
+        unused.is_empty(),
+        "permissions of ClusterRole {COMPANION_ROLE} (manifests/companion-rbac.yaml) no request of the companion needed: {unused:#?}"
     );
 }
 

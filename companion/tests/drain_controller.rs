@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
 use mco_agent::cluster::{ClusterOptions, DrainMode, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_companion::cluster::drain::{self, schedule::DrainTimings};
-use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
+use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -29,8 +29,21 @@ fn timings() -> DrainTimings {
     }
 }
 
+/// Permissions of the shipped ClusterRole only drains use (as in `tests/cluster.rs`, whose
+/// rollout uses the rest).
+const DRAIN_ONLY: [&str; 5] = [
+    "get nodes",
+    "get pods",
+    "list pods",
+    "create pods/eviction",
+    "create events",
+];
+
+/// The API test server enforcing the Node authorizer and the RBAC of `manifests/`; the
+/// controller runs as the companion's service account (the test acts as the admin).
 fn cluster() -> TestApiServer {
-    let server = TestApiServer::start().unwrap();
+    let server = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
+    mco_test_support::shipped::load_rbac(&server).unwrap();
     server.seed(fixtures::node(NODE)).unwrap();
     server.seed(fixtures::namespace("apps")).unwrap();
     server
@@ -56,7 +69,15 @@ async fn start_controller(server: &TestApiServer) -> watch::Sender<bool> {
         .with_env_filter("mco_companion=info")
         .with_test_writer()
         .try_init();
-    let client = mco_companion::cluster::drain_client(server.kubeconfig())
+    let kubeconfig = server.dir().join("companion.kubeconfig");
+    server
+        .write_service_account_kubeconfig(
+            &kubeconfig,
+            mco_test_support::shipped::COMPANION_NAMESPACE,
+            mco_test_support::shipped::COMPANION_SERVICE_ACCOUNT,
+        )
+        .unwrap();
+    let client = mco_companion::cluster::drain_client(&kubeconfig)
         .await
         .unwrap();
     let (stop, shutdown) = watch::channel(false);
@@ -198,6 +219,29 @@ async fn a_blocked_drain_is_retried_until_the_budget_allows_it() {
     })
     .await;
     assert!(!unschedulable(&server));
+
+    // the drain used each permission of the shipped role that only drains need, and nothing
+    // it asked for was refused
+    let user = format!(
+        "system:serviceaccount:{}:{}",
+        mco_test_support::shipped::COMPANION_NAMESPACE,
+        mco_test_support::shipped::COMPANION_SERVICE_ACCOUNT
+    );
+    let usage = mco_test_support::shipped::role_use(
+        &server.audit(),
+        &user,
+        mco_test_support::shipped::COMPANION_ROLE,
+    )
+    .unwrap();
+    eprintln!("{user} used:\n  {}", usage.used.join("\n  "));
+    assert!(usage.refused.is_empty(), "refused: {:#?}", usage.refused);
+    for permission in DRAIN_ONLY {
+        assert!(
+            !usage.unused.contains(&permission.to_string()),
+            "the drain never used {permission}: {:#?}",
+            usage.used
+        );
+    }
 }
 
 /// The agent's handshake (`--drain-mode controller`) with the companion's controller: the

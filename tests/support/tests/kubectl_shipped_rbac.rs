@@ -188,6 +188,6 @@ fn the_companion_may_render_roll_out_and_serve_and_no_more() {
     assert_eq!(can(&["delete", mc]), "no");
     assert_eq!(can(&["update", pool]), "no");
     assert_eq!(can(&["delete", "nodes/worker-1"]), "no");
-    assert_eq!(can(&["create", "pods/eviction", "-n", "default"]), "no");
+    assert_eq!(can(&["delete", "pods", "-n", "default"]), "no");
     assert_eq!(can(&["get", "secrets", "-n", COMPANION_NAMESPACE]), "no");
 }
