@@ -173,8 +173,8 @@ async fn a_config_servers_answer_over_tls_applies_the_machine_config_it_carries(
     );
 
     // The same answer saved to a file is read the same way.
-    let client = http_client(&companion.url, Some(&companion.ca_file)).unwrap();
-    let answer = fetch(&client, &companion.url, None).await.unwrap();
+    let client = http_client(&companion.url, Some(&companion.ca_file), None).unwrap();
+    let answer = fetch(&client, &companion.url, None, None).await.unwrap();
     let saved = dir.path().join("worker.ign");
     std::fs::write(&saved, answer).unwrap();
     let (_other, root) = new_root();

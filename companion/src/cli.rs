@@ -137,7 +137,14 @@ pub struct ServeArgs {
     /// TLS private key (PEM).
     #[arg(long)]
     pub key: PathBuf,
-    /// Also serve plain HTTP here (the MCS's port 22624).
+    /// The cluster's client CA (PEM; on OpenShift the `client-ca-file` of the
+    /// `extension-apiserver-authentication` ConfigMap in `kube-system`): nodes that present a
+    /// kubelet client certificate it signed (`CN=system:node:NAME`, `O=system:nodes`) get their
+    /// per-node configs. Without it no client can prove a node name and no per-node config is
+    /// served.
+    #[arg(long, env = "MCO_COMPANION_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// Also serve plain HTTP here (the MCS's port 22624; never a per-node config).
     #[arg(long)]
     pub insecure_listen: Option<SocketAddr>,
     /// Standalone mode: seconds between directory checks when inotify misses a change.
@@ -211,7 +218,7 @@ fn render_command(args: &RenderArgs) -> Result<()> {
 }
 
 async fn serve_command(args: ServeArgs) -> Result<()> {
-    let tls = server::tls::server_config(&args.cert, &args.key)?;
+    let tls = server::tls::server_config(&args.cert, &args.key, args.client_ca.as_deref())?;
     let (stop, shutdown) = shutdown_on_signal();
     let mut tasks = tokio::task::JoinSet::new();
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {

@@ -75,16 +75,57 @@ impl Snapshot {
         }
     }
 
-    /// The rendered config a request gets: the node's own when it has one, else the pool's.
-    pub fn config_for(&self, pool: &str, node: Option<&str>) -> Result<&MachineConfig, ServeError> {
+    /// The rendered config a request gets: the one it names, if the pool (or, for the proven
+    /// node, its own config in this pool) renders it now; else the proven node's own when it has
+    /// one, else the pool's.
+    pub fn config_for(&self, request: &PoolRequest) -> Result<&MachineConfig, ServeError> {
+        let pool = &request.pool;
+        let node = request.node.as_deref();
         let render = self
             .pools
             .get(pool)
             .ok_or_else(|| ServeError::NotFound(format!("no MachineConfigPool {pool:?}")))?;
-        let chosen = node
-            .and_then(|n| render.nodes.get(n))
-            .unwrap_or(&render.rendered);
-        chosen.as_ref().map_err(|e| ServeError::Failed(e.clone()))
+        let Some(name) = &request.config else {
+            let chosen = node
+                .and_then(|n| render.nodes.get(n))
+                .unwrap_or(&render.rendered);
+            return chosen.as_ref().map_err(|e| ServeError::Failed(e.clone()));
+        };
+        if let Ok(mc) = &render.rendered
+            && mc.name() == name
+        {
+            return Ok(mc);
+        }
+        for (owner, mc) in &render.nodes {
+            if let Ok(mc) = mc
+                && mc.name() == name
+            {
+                if node != Some(owner.as_str()) {
+                    return Err(ServeError::Forbidden(format!(
+                        "rendered config {name:?} of pool {pool:?} is node {owner:?}'s own: it is \
+                         served only to that node, proven by its kubelet client certificate"
+                    )));
+                }
+                return Ok(mc);
+            }
+        }
+        let other_pool = self.pools.iter().find(|(_, r)| {
+            std::iter::once(&r.rendered)
+                .chain(r.nodes.values())
+                .any(|mc| mc.as_ref().is_ok_and(|mc| mc.name() == name))
+        });
+        Err(match other_pool {
+            Some((other, _)) => ServeError::Forbidden(format!(
+                "rendered config {name:?} belongs to pool {other:?}, not to pool {pool:?}"
+            )),
+            None => ServeError::NotFound(format!(
+                "pool {pool:?} does not render {name:?} (the manifests render {})",
+                render
+                    .rendered
+                    .as_ref()
+                    .map_or("nothing for it", |mc| mc.name())
+            )),
+        })
     }
 
     fn names(&self) -> BTreeSet<String> {
@@ -230,7 +271,7 @@ async fn next_event(events: &mut Option<EventStream>) -> Option<()> {
 impl ConfigSource for Standalone {
     fn config(&self, request: &PoolRequest) -> Result<Bytes, ServeError> {
         let snapshot = self.snapshot();
-        let rendered = snapshot.config_for(&request.pool, request.node.as_deref())?;
+        let rendered = snapshot.config_for(request)?;
         self.cache
             .get_or_build(rendered, request.spec)
             .map_err(|e| ServeError::Failed(e.to_string()))

@@ -13,7 +13,7 @@ use machine_config::SpecVersion;
 use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use machine_config::render::RenderOptions;
 use mco_companion::cluster::{self, controller, source::ClusterSource};
-use mco_companion::server::{ConfigSource, PoolRequest};
+use mco_companion::server::{ConfigSource, PoolRequest, ServeError};
 use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer};
 use mco_test_support::shipped::{
     self, COMPANION_NAMESPACE, COMPANION_ROLE, COMPANION_SERVICE_ACCOUNT,
@@ -370,6 +370,7 @@ async fn rollout_pause_and_unreconcilable_config() {
             .config(&PoolRequest {
                 pool: "worker".into(),
                 node: None,
+                config: None,
                 spec: SpecVersion::V3_2,
             })
             .unwrap(),
@@ -387,6 +388,7 @@ async fn rollout_pause_and_unreconcilable_config() {
             .config(&PoolRequest {
                 pool: "nope".into(),
                 node: None,
+                config: None,
                 spec: SpecVersion::V3_2
             })
             .is_err()
@@ -496,6 +498,7 @@ async fn rollout_pause_and_unreconcilable_config() {
             .config(&PoolRequest {
                 pool: "worker".into(),
                 node: Some("worker-1".into()),
+                config: None,
                 spec: SpecVersion::V3_4,
             })
             .unwrap(),
@@ -507,6 +510,42 @@ async fn rollout_pause_and_unreconcilable_config() {
             .unwrap()
             .iter()
             .any(|f| f["path"] == "/etc/only-worker-1")
+    );
+    // named: the node's own config only to that node, another pool's never, unknown names 404
+    let own_name = c.annotation("worker-1", DESIRED_CONFIG);
+    let named = |pool: &str, node: Option<&str>, config: &str| {
+        source.config(&PoolRequest {
+            pool: pool.into(),
+            node: node.map(str::to_string),
+            config: Some(config.into()),
+            spec: SpecVersion::V3_4,
+        })
+    };
+    assert!(named("worker", Some("worker-1"), &own_name).is_ok());
+    let refused = named("worker", Some("worker-0"), &own_name).unwrap_err();
+    assert!(
+        matches!(&refused, ServeError::Forbidden(m) if m.contains("worker-1")),
+        "{refused}"
+    );
+    assert!(matches!(
+        named("worker", None, &own_name),
+        Err(ServeError::Forbidden(_))
+    ));
+    let infra_config = c.pool("infra")["spec"]["configuration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refused = named("worker", None, &infra_config).unwrap_err();
+    assert!(
+        matches!(&refused, ServeError::Forbidden(m) if m.contains("infra")),
+        "{refused}"
+    );
+    // an older rendered config of the pool, which the pool's status no longer names
+    assert!(named("worker", None, &second).is_ok());
+    let unknown = named("worker", None, "rendered-worker-nope").unwrap_err();
+    assert!(
+        matches!(&unknown, ServeError::NotFound(m) if m.contains("rendered-worker-nope") && m.contains("worker")),
+        "{unknown}"
     );
 
     stop.send(true).unwrap();

@@ -1,6 +1,7 @@
 //! Real clients against the TLS config server: Debian's Ignition 2.14 (fetch + files stages into
 //! a temp root, compared with the rendered config) and curl (with the right CA, none, a wrong
-//! one). Both are installed by `tests/setup.sh`.
+//! one; with and without a node's client certificate, a certificate that names no node, one from
+//! another CA; naming a rendered config). Both are installed by `tests/setup.sh`.
 
 mod common;
 
@@ -12,8 +13,9 @@ use std::process::{Command, Output};
 use base64::Engine;
 use common::{Pki, Server, fixture_manifests, issue};
 use machine_config::MachineConfig;
+use machine_config::SpecVersion;
 use machine_config::mco::paths::{ENCAPSULATED, NODE_ANNOTATIONS, SERVED_CONTENT};
-use mco_companion::server::Limits;
+use mco_companion::server::{Limits, PoolRequest};
 use serde_json::{Value, json};
 
 const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
@@ -125,11 +127,16 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
 
     let snapshot = server.source.snapshot();
     let rendered = snapshot
-        .config_for("worker", Some("worker-0"))
+        .config_for(&PoolRequest {
+            pool: "worker".into(),
+            node: None,
+            config: None,
+            spec: SpecVersion::V3_3,
+        })
         .unwrap()
         .clone();
     let config = rendered.ignition().unwrap();
-    assert!(config.storage.files.len() >= 4);
+    assert!(config.storage.files.len() >= 3);
     for file in &config.storage.files {
         let on_disk = root.join(file.path.trim_start_matches('/'));
         let want = file.decoded_contents().unwrap();
@@ -163,11 +170,9 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
     assert!(preset.contains("enable mco-demo.service"), "{preset}");
     let keys = fs::read_to_string(root.join("home/core/.ssh/authorized_keys.d/ignition")).unwrap();
     assert!(keys.contains("CompanionExampleKeyOnlyForTests"), "{keys}");
-    // the per-node file is there, the pool-only render would not have it
-    assert_eq!(
-        fs::read_to_string(root.join("etc/mco-companion/node.txt")).unwrap(),
-        "only worker-0\n"
-    );
+    // `?node=worker-0` only claims a name: Ignition proves none, so it gets the pool's config
+    // and never worker-0's own file
+    assert!(!root.join("etc/mco-companion/node.txt").exists());
     assert_eq!(
         fs::read_to_string(root.join("etc/mco-companion/zipped.txt")).unwrap(),
         "hello"
@@ -314,4 +319,153 @@ fn curl_with_without_and_with_the_wrong_ca() {
         &server.url("/healthz"),
     ]);
     assert_eq!(String::from_utf8_lossy(&h2.stdout), "1.1");
+}
+
+/// The paths of the files a served config writes, from curl's output.
+fn served_paths(body: &[u8]) -> Vec<String> {
+    let config: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)));
+    config["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const NODE_FILE: &str = "/etc/mco-companion/node.txt";
+
+#[test]
+fn curl_gets_a_per_node_config_only_with_that_nodes_client_certificate() {
+    let pki = Pki::new();
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let url = server.url("/config/worker");
+    let ca = pki.ca();
+    let ca = ca.to_str().unwrap();
+    let accept = "Accept: application/vnd.coreos.ignition+json;version=3.4.0";
+    let get = |extra: &[&str]| {
+        let mut args = vec!["--cacert", ca, "-H", accept, "-w", "\n%{http_code}"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let out = curl(&args);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+        (out, code.to_string(), body.to_string())
+    };
+    let worker_0 = pki.client_cert("system:node:worker-0", "system:nodes");
+    let worker_0 = worker_0.to_str().unwrap();
+
+    // the node's own certificate: its per-node config
+    let (_, code, body) = get(&["--cert", worker_0]);
+    assert_eq!(code, "200", "{body}");
+    assert!(served_paths(body.as_bytes()).contains(&NODE_FILE.to_string()));
+
+    // claimed, not proven: the pool's config, as the MCS would serve it
+    for claim in [vec!["-H", "X-MCO-Node: worker-0"], vec![]] {
+        let (_, code, body) = get(&claim);
+        assert_eq!(code, "200", "{body}");
+        assert!(!served_paths(body.as_bytes()).contains(&NODE_FILE.to_string()));
+    }
+    let claimed_by_query = curl(&[
+        "--cacert",
+        ca,
+        "-H",
+        accept,
+        &format!("{url}?node=worker-0"),
+    ]);
+    assert!(!served_paths(&claimed_by_query.stdout).contains(&NODE_FILE.to_string()));
+
+    // a certificate of the client CA that names no node proves nothing
+    let admin = pki.client_cert("system:admin", "system:masters");
+    let (_, code, body) = get(&[
+        "--cert",
+        admin.to_str().unwrap(),
+        "-H",
+        "X-MCO-Node: worker-0",
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert!(!served_paths(body.as_bytes()).contains(&NODE_FILE.to_string()));
+
+    // another node's certificate with worker-0's name claimed: refused
+    let worker_1 = pki.client_cert("system:node:worker-1", "system:nodes");
+    let (_, code, body) = get(&[
+        "--cert",
+        worker_1.to_str().unwrap(),
+        "-H",
+        "X-MCO-Node: worker-0",
+    ]);
+    assert_eq!(code, "400");
+    assert!(body.contains("worker-1"), "{body}");
+
+    // a node certificate from another CA: the handshake fails
+    let other_ca = mco_test_support::tls::TestCa::new("another cluster").unwrap();
+    let forged = Pki::client_cert_from(&other_ca, &pki.dir, "system:node:worker-0", "system:nodes");
+    let (out, _, _) = get(&["--cert", forged.to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "a certificate of another CA was accepted"
+    );
+
+    // the plain-HTTP listener never serves a per-node config
+    let plain = curl(&[
+        "-H",
+        accept,
+        &format!(
+            "http://127.0.0.1:{}/config/worker?node=worker-0",
+            server.insecure_port
+        ),
+    ]);
+    assert!(!served_paths(&plain.stdout).contains(&NODE_FILE.to_string()));
+}
+
+#[test]
+fn curl_naming_a_rendered_config_gets_it_or_a_reason() {
+    let pki = Pki::new();
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let url = server.url("/config/worker");
+    let ca = pki.ca();
+    let ca = ca.to_str().unwrap();
+    let snapshot = server.source.snapshot();
+    let name_of = |pool: &str, node: Option<&str>| {
+        let render = &snapshot.pools[pool];
+        let mc = match node {
+            Some(n) => &render.nodes[n],
+            None => &render.rendered,
+        };
+        mc.as_ref().unwrap().name().to_string()
+    };
+    let get = |config: &str, extra: &[&str]| {
+        let header = format!("X-MCO-Config: {config}");
+        let mut args = vec!["--cacert", ca, "-H", &header, "-w", "\n%{http_code}"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let text = String::from_utf8_lossy(&curl(&args).stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.to_string(), body.to_string())
+    };
+
+    let pool_config = name_of("worker", None);
+    let (code, body) = get(&pool_config, &[]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains(&pool_config));
+
+    let own = name_of("worker", Some("worker-0"));
+    let (code, body) = get(&own, &["-H", "X-MCO-Node: worker-0"]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains(&own) && body.contains("worker-0"), "{body}");
+    let cert = pki.client_cert("system:node:worker-0", "system:nodes");
+    let (code, body) = get(&own, &["--cert", cert.to_str().unwrap()]);
+    assert_eq!(code, "200", "{body}");
+    assert!(served_paths(body.as_bytes()).contains(&NODE_FILE.to_string()));
+
+    let (code, body) = get(&name_of("infra", None), &[]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("pool \"infra\""), "{body}");
+
+    let (code, body) = get("rendered-worker-0123456789abcdef", &[]);
+    assert_eq!(code, "404", "{body}");
+    assert!(
+        body.contains("rendered-worker-0123456789abcdef") && body.contains("\"worker\""),
+        "{body}"
+    );
 }

@@ -19,6 +19,7 @@ use crate::engine::{
     ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, NoCluster, PolicySource,
 };
 use crate::input::policy::read_policy_file;
+use crate::input::served::KUBELET_CLIENT_CERT;
 use crate::metrics::{self, MetricsArgs};
 use crate::rootfs::Root;
 
@@ -47,6 +48,11 @@ pub struct Args {
     /// protects the configs on the way. Without it such a URL is refused.
     #[arg(long, env = "MCO_AGENT_INSECURE_HTTP")]
     pub insecure_http: bool,
+    /// The node's client certificate and key (one PEM file), presented when the config server
+    /// asks for one: it proves the node's name and so gets its per-node configs. Default on a
+    /// node: the kubelet's (/var/lib/kubelet/pki/kubelet-client-current.pem), when it exists.
+    #[arg(long, env = "MCO_AGENT_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
     /// The node's pool on the config server. Default: with a cluster, the MachineConfigPool
     /// selecting the Node (the MCO's rules; its role labels when pools cannot be listed);
     /// without one, `worker`.
@@ -155,6 +161,22 @@ async fn choose_pool(explicit: Option<&str>, api: Option<&dyn NodeApi>) -> Resul
     Ok(found.name)
 }
 
+/// The client certificate to present: `--client-cert`, else on a node the kubelet's when it
+/// exists.
+fn client_cert(args: &Args) -> Option<PathBuf> {
+    if let Some(path) = &args.client_cert {
+        return Some(path.clone());
+    }
+    let kubelet = Path::new(KUBELET_CLIENT_CERT);
+    (live::is_host_root(&args.root) && kubelet.exists()).then(|| {
+        tracing::info!(
+            cert = KUBELET_CLIENT_CERT,
+            "presenting the kubelet's client certificate"
+        );
+        kubelet.to_path_buf()
+    })
+}
+
 /// Runs the daemon until SIGTERM.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -223,6 +245,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
+            client_cert(args).as_deref(),
             &choose_pool(args.pool.as_deref(), api.as_deref()).await?,
             Some(&node),
             args.insecure_http,

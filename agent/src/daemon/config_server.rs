@@ -1,5 +1,8 @@
 //! The config server as a source of desired configs (host-first): `GET <url>/config/<pool>`
-//! as [`crate::input::served`] asks it, as the companion (or the MCS) serves it.
+//! as [`crate::input::served`] asks it, naming the node's `desiredConfig` in `X-MCO-Config`, as
+//! the companion serves it (docs/companion.md, "The config server's protocol"). A
+//! machine-config-server ignores that header and serves the pool's config, which the agent
+//! detects (the served name differs) and reports.
 
 use std::path::Path;
 
@@ -8,7 +11,7 @@ use async_trait::async_trait;
 use machine_config::MachineConfig;
 
 use super::source::ConfigSource;
-use crate::input::served::{check_scheme, fetch, http_client, served_machine_config};
+use crate::input::served::{CONFIG_HEADER, check_scheme, fetch, http_client, served_machine_config};
 
 /// A config server for one pool.
 pub struct ConfigServer {
@@ -20,10 +23,12 @@ pub struct ConfigServer {
 impl ConfigServer {
     /// `base` is `https://host:port` (or `http://` with `insecure_http`: see
     /// [`check_scheme`]); `ca` the PEM CA bundle that signs the server's certificate (required
-    /// for https: the agent trusts nothing else).
+    /// for https: the agent trusts nothing else); `identity` the node's client certificate and
+    /// key (one PEM file), presented when the server asks.
     pub fn new(
         base: &str,
         ca: Option<&Path>,
+        identity: Option<&Path>,
         pool: &str,
         node: Option<&str>,
         insecure_http: bool,
@@ -35,15 +40,15 @@ impl ConfigServer {
             bail!("an https config server needs --ca (the CA that signs its certificate)");
         }
         Ok(ConfigServer {
-            client: http_client(base, ca)?,
+            client: http_client(base, ca, identity)?,
             url,
             node: node.map(str::to_string),
         })
     }
 
-    /// Fetches and reads the served config once.
-    pub async fn fetch_once(&self) -> Result<MachineConfig> {
-        let body = fetch(&self.client, &self.url, self.node.as_deref()).await?;
+    /// Fetches and reads the served config once: `name`, or without one what the pool serves.
+    pub async fn fetch_once(&self, name: Option<&str>) -> Result<MachineConfig> {
+        let body = fetch(&self.client, &self.url, self.node.as_deref(), name).await?;
         served_machine_config(&body).with_context(|| format!("the config served by {}", self.url))
     }
 }
@@ -51,12 +56,15 @@ impl ConfigServer {
 #[async_trait]
 impl ConfigSource for ConfigServer {
     async fn fetch(&self, name: Option<&str>) -> Result<MachineConfig> {
-        let mc = self.fetch_once().await?;
+        let mc = self.fetch_once(name).await?;
         if let Some(name) = name
             && mc.name() != name
         {
             bail!(
-                "{} serves {} but the node's desiredConfig is {name}",
+                "{} served {} when asked for {name} (the node's desiredConfig): the server \
+                 ignores {CONFIG_HEADER} and serves the pool's config, as a machine-config-server \
+                 does; point --config-server at mco-companion, or drop --config-server to read \
+                 rendered configs from the API server",
                 self.url,
                 mc.name()
             );

@@ -109,8 +109,8 @@ impl LoadedConfig {
         }
         let url = reqwest::Url::parse(source).with_context(|| format!("{source}: not a URL"))?;
         served::check_scheme(source, insecure_http)?;
-        let client = served::http_client(source, ca)?;
-        let body = served::fetch(&client, source, None).await?;
+        let client = served::http_client(source, ca, None)?;
+        let body = served::fetch(&client, source, None, None).await?;
         // A bare Ignition config is named after the URL's last path segment.
         Self::from_bytes(Path::new(url.path()), &body).with_context(|| source.to_string())
     }

@@ -1,7 +1,9 @@
-//! Reading a config from a config server (the companion or the MCS): the HTTP(S) client, the
-//! request as the agent makes it (`Accept` of Ignition spec 3.5, the node's name in
-//! `X-MCO-Node`), and the rendered MachineConfig inside the served Ignition config (the served
-//! [`SERVED_CONTENT`]; the files the server appends for first boot are not part of it).
+//! Reading a config from a config server (the companion or the MCS): the HTTP(S) client (which
+//! presents the node's client certificate when the server asks for one), the request as the
+//! agent makes it (`Accept` of Ignition spec 3.5, the node's name in `X-MCO-Node`, the rendered
+//! config it wants in `X-MCO-Config`), and the rendered MachineConfig inside the served Ignition
+//! config (the served [`SERVED_CONTENT`]; the files the server appends for first boot are not
+//! part of it). The protocol: docs/companion.md.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +16,10 @@ use machine_config::{Config, MachineConfig};
 pub const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
 /// The header carrying the node's name.
 pub const NODE_HEADER: &str = "X-MCO-Node";
+/// The header naming the rendered config asked for (a machine-config-server ignores it).
+pub const CONFIG_HEADER: &str = "X-MCO-Config";
+/// The kubelet's client certificate and key (one PEM file), which proves the node's name.
+pub const KUBELET_CLIENT_CERT: &str = "/var/lib/kubelet/pki/kubelet-client-current.pem";
 /// A served config larger than this is refused.
 const MAX_BODY: usize = 64 << 20;
 
@@ -40,8 +46,14 @@ pub fn check_scheme(url: &str, insecure_http: bool) -> Result<()> {
 }
 
 /// The HTTP(S) client configs are fetched with, for `url` (`https://` or `http://`). With `ca`
-/// (a PEM bundle) only that CA is trusted; without, the system's trust store.
-pub fn http_client(url: &str, ca: Option<&Path>) -> Result<reqwest::Client> {
+/// (a PEM bundle) only that CA is trusted; without, the system's trust store. With `identity`
+/// (a PEM file holding a client certificate and its key, as the kubelet's), the client presents
+/// it when the server asks for a client certificate.
+pub fn http_client(
+    url: &str,
+    ca: Option<&Path>,
+    identity: Option<&Path>,
+) -> Result<reqwest::Client> {
     // reqwest's rustls needs the provider even for plain http.
     let _already_installed = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
@@ -59,19 +71,40 @@ pub fn http_client(url: &str, ca: Option<&Path>) -> Result<reqwest::Client> {
             }
             builder = builder.tls_certs_only(certs);
         }
+        if let Some(identity) = identity {
+            let pem = std::fs::read(identity).with_context(|| {
+                format!("reading the client certificate {}", identity.display())
+            })?;
+            let identity = reqwest::Identity::from_pem(&pem).with_context(|| {
+                format!(
+                    "{}: not a PEM client certificate with its private key",
+                    identity.display()
+                )
+            })?;
+            builder = builder.identity(identity);
+        }
     } else if !url.starts_with("http://") {
         bail!("{url:?}: expected an https:// or http:// URL");
     }
     builder.build().context("building the HTTPS client")
 }
 
-/// `GET url` as the agent asks a config server (the Ignition Accept header, the node's name when
-/// given); the body of a 2xx answer. Errors say whether the server could not be reached, the
-/// TLS handshake failed (naming rustls' reason), or what the server answered.
-pub async fn fetch(client: &reqwest::Client, url: &str, node: Option<&str>) -> Result<Vec<u8>> {
+/// `GET url` as the agent asks a config server (the Ignition Accept header, the node's name and
+/// the rendered config wanted when given); the body of a 2xx answer. Errors say whether the
+/// server could not be reached, the TLS handshake failed (naming rustls' reason), or what the
+/// server answered (with the reason it gave).
+pub async fn fetch(
+    client: &reqwest::Client,
+    url: &str,
+    node: Option<&str>,
+    config: Option<&str>,
+) -> Result<Vec<u8>> {
     let mut request = client.get(url).header("Accept", ACCEPT);
     if let Some(node) = node {
         request = request.header(NODE_HEADER, node);
+    }
+    if let Some(config) = config {
+        request = request.header(CONFIG_HEADER, config);
     }
     let response = request
         .send()

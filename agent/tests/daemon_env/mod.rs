@@ -229,13 +229,18 @@ impl Node {
         let server = mco_agent::daemon::config_server::ConfigServer::new(
             &self.url,
             Some(&self.ca_file),
+            None,
             pool,
             None,
             false,
         )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !server.fetch_once().await.is_ok_and(|mc| mc.name() == name) {
+        while !server
+            .fetch_once(None)
+            .await
+            .is_ok_and(|mc| mc.name() == name)
+        {
             assert!(
                 Instant::now() < deadline,
                 "the companion never served {name}"

@@ -4,11 +4,17 @@
 //! A pool serves `spec.configuration.name` once at least one of its nodes runs it
 //! (`status.updatedMachineCount > 0`), else `status.configuration.name`, so a new node never
 //! boots into a config no node has proven. An unknown pool, or a config not (yet) in the cache,
-//! is a 500 as in the MCS (a booting node retries). A node presenting its identity gets its
-//! per-node config layered on the served one, computed here the same way the controller does.
+//! is a 500 as in the MCS (a booting node retries). A node that proved its name (client
+//! certificate) gets its per-node config: the one the controller rendered for it in this pool
+//! on top of the served config (the controller renders per-node configs only for the pool's
+//! members, so that config is also the proof that the node belongs to the pool).
+//!
+//! A client naming a rendered config (`X-MCO-Config`) gets exactly that config, whatever the
+//! pool's status says, if it is a rendered config of this pool (owned by it), and, when it is a
+//! node's own config, only if the client proved to be that node: 404 for a name the cluster
+//! does not know, 403 for another pool's config or another node's.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -26,15 +32,12 @@ use crate::server::{ConfigSource, PoolRequest, ServeError};
 
 /// How long to wait for the first list of pools and MachineConfigs.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
-/// Per-node renders kept.
-const PER_NODE_MEMO: usize = 256;
 
 /// Serves pools' rendered configs from the cluster.
 pub struct ClusterSource {
     pools: Store<MachineConfigPool>,
     configs: Store<MachineConfig>,
     cache: ServeCache,
-    per_node: Mutex<HashMap<String, Arc<MachineConfig>>>,
 }
 
 impl ClusterSource {
@@ -69,55 +72,92 @@ impl ClusterSource {
             pools,
             configs,
             cache: ServeCache::default(),
-            per_node: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The node's per-node config on top of `base`, or `base` when the node has none.
-    fn for_node(
-        &self,
-        pool: &MachineConfigPool,
-        base: Arc<MachineConfig>,
-        node: &str,
-    ) -> Result<Arc<MachineConfig>, ServeError> {
-        let own: Vec<MachineConfig> = self
-            .configs
-            .state_filter(|mc| render::node_of(mc) == Some(node) && !super::is_rendered(mc))
-            .iter()
-            .map(|mc| (**mc).clone())
-            .collect();
-        if own.is_empty() {
-            return Ok(base);
-        }
-        let versions: Vec<String> = own
-            .iter()
-            .map(|mc| {
-                format!(
-                    "{}@{}",
-                    mc.name(),
-                    mc.metadata.resource_version.clone().unwrap_or_default()
-                )
+    /// The per-node config the controller rendered for `node` in `pool` on top of `base`.
+    fn per_node(&self, pool: &str, base: &str, node: &str) -> Option<Arc<MachineConfig>> {
+        self.configs
+            .state_filter(|mc| {
+                super::is_rendered(mc)
+                    && rendered_for_node(mc) == Some(node)
+                    && owner_pool(mc) == Some(pool)
+                    && mc
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(render::BASE_CONFIG_ANNOTATION))
+                        .is_some_and(|b| b == base)
             })
-            .collect();
-        let key = format!("{}|{node}|{}", base.name(), versions.join(","));
-        let mut memo = self.per_node.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(hit) = memo.get(&key) {
-            return Ok(hit.clone());
-        }
-        let rendered = render::render_node(pool, &base, node, &own)
-            .map_err(|e| ServeError::Failed(format!("node {node}: {e}")))?
-            .map(|r| Arc::new(r.config))
-            .unwrap_or(base);
-        if memo.len() >= PER_NODE_MEMO {
-            memo.clear();
-        }
-        memo.insert(key, rendered.clone());
-        Ok(rendered)
+            .into_iter()
+            .next()
     }
+
+    /// The rendered config `name` of `pool`, if the client may have it.
+    fn named(&self, request: &PoolRequest, name: &str) -> Result<Arc<MachineConfig>, ServeError> {
+        let pool = &request.pool;
+        let mc = self
+            .configs
+            .get(&ObjectRef::new(name))
+            .filter(|mc| super::is_rendered(mc))
+            .ok_or_else(|| {
+                ServeError::NotFound(format!(
+                    "no rendered config {name:?} in the cluster (asked for pool {pool:?})"
+                ))
+            })?;
+        match owner_pool(&mc) {
+            Some(owner) if owner == pool => {}
+            Some(owner) => {
+                return Err(ServeError::Forbidden(format!(
+                    "rendered config {name:?} belongs to pool {owner:?}, not to pool {pool:?}"
+                )));
+            }
+            None => {
+                return Err(ServeError::Forbidden(format!(
+                    "rendered config {name:?} belongs to no pool (asked for pool {pool:?})"
+                )));
+            }
+        }
+        if let Some(owner) = rendered_for_node(&mc)
+            && request.node.as_deref() != Some(owner)
+        {
+            return Err(ServeError::Forbidden(format!(
+                "rendered config {name:?} of pool {pool:?} is node {owner:?}'s own: it is served \
+                 only to that node, proven by its kubelet client certificate"
+            )));
+        }
+        Ok(mc)
+    }
+}
+
+/// The node a per-node rendered config was rendered for.
+fn rendered_for_node(mc: &MachineConfig) -> Option<&str> {
+    mc.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(render::RENDERED_FOR_NODE_LABEL))
+        .map(String::as_str)
+}
+
+/// The pool that owns a rendered config.
+fn owner_pool(mc: &MachineConfig) -> Option<&str> {
+    mc.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.kind == <MachineConfigPool as k8s_openapi::Resource>::KIND)
+        .map(|o| o.name.as_str())
 }
 
 impl ConfigSource for ClusterSource {
     fn config(&self, request: &PoolRequest) -> Result<Bytes, ServeError> {
+        if let Some(name) = &request.config {
+            let chosen = self.named(request, name)?;
+            return self
+                .cache
+                .get_or_build(&chosen, request.spec)
+                .map_err(|e| ServeError::Failed(e.to_string()));
+        }
         let pool = self
             .pools
             .get(&ObjectRef::new(&request.pool))
@@ -143,7 +183,7 @@ impl ConfigSource for ClusterSource {
             .get(&ObjectRef::new(name))
             .ok_or_else(|| ServeError::Failed(format!("could not fetch config {name}")))?;
         let chosen = match &request.node {
-            Some(node) => self.for_node(&pool, base, node)?,
+            Some(node) => self.per_node(pool.name(), name, node).unwrap_or(base),
             None => base,
         };
         self.cache

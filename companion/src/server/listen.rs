@@ -5,7 +5,7 @@
 //! (hyper answers 431 beyond them).
 
 use super::guard::{PerClient, WriteTimeout};
-use super::{ConfigSource, routes};
+use super::{ConfigSource, Peer, identity, routes};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -102,7 +102,7 @@ pub async fn serve(
             let _permits = (permit, client_slot);
             match acceptor {
                 Some(acceptor) => serve_tls(stream, remote, acceptor, source, &limits).await,
-                None => serve_http(stream, remote, source, &limits).await,
+                None => serve_http(stream, remote, Peer::Anonymous, source, &limits).await,
             }
         });
     }
@@ -116,7 +116,17 @@ async fn serve_tls(
     limits: &Limits,
 ) {
     match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_http(tls, remote, source, limits).await,
+        Ok(Ok(tls)) => {
+            // the handshake verified a presented certificate against the client CA
+            let peer = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                Some(cert) => match identity::node_of_certificate(cert) {
+                    Ok(node) => Peer::Node(node),
+                    Err(why) => Peer::NotANode(why),
+                },
+                None => Peer::Anonymous,
+            };
+            serve_http(tls, remote, peer, source, limits).await
+        }
         Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
         Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
     }
@@ -125,6 +135,7 @@ async fn serve_tls(
 async fn serve_http<S>(
     stream: S,
     remote: SocketAddr,
+    peer: Peer,
     source: Arc<dyn ConfigSource>,
     limits: &Limits,
 ) where
@@ -137,6 +148,7 @@ async fn serve_http<S>(
             request.uri(),
             request.headers(),
             remote,
+            &peer,
         );
         std::future::ready(Ok::<_, Infallible>(response))
     });

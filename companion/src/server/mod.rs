@@ -3,6 +3,7 @@
 //! [`ConfigSource`]: the standalone manifests directory or the cluster.
 
 mod guard;
+pub mod identity;
 mod listen;
 pub mod routes;
 pub mod tls;
@@ -17,18 +18,36 @@ pub use listen::{Limits, serve};
 pub struct PoolRequest {
     /// Pool name from the path.
     pub pool: String,
-    /// The node identity the client presented, if any (see [`routes`]).
+    /// The node the client proved to be (its client certificate, see [`identity`]); only a
+    /// proven node gets a per-node config. A name the client merely claims is not here.
     pub node: Option<String>,
+    /// The rendered config the client asks for by name (`X-MCO-Config`, see [`routes`]);
+    /// `None`: whatever the pool serves, as the MCS answers.
+    pub config: Option<String>,
     /// The negotiated Ignition spec.
     pub spec: SpecVersion,
+}
+
+/// What the connection proved about the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// No client certificate (Ignition, curl, the plain-HTTP listener).
+    Anonymous,
+    /// A node's client certificate, verified against the client CA.
+    Node(String),
+    /// A certificate the client CA signed that names no node (why).
+    NotANode(String),
 }
 
 /// Why a config cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ServeError {
-    /// HTTP 404: no such pool (standalone mode).
+    /// HTTP 404: no such pool (standalone mode), or no such rendered config.
     #[error("not found: {0}")]
     NotFound(String),
+    /// HTTP 403: the client may not have this config (another pool's, or another node's own).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// HTTP 500: the config exists but cannot be produced, or (cluster mode, as the MCS) the pool
     /// could not be fetched.
     #[error("{0}")]

@@ -2,7 +2,7 @@
 //!
 //! | path | GET/HEAD | other methods |
 //! |---|---|---|
-//! | `/config/<pool>` | 200 config, 400 bad Accept version or node identity, 404/500 from the source | 405 |
+//! | `/config/<pool>` | 200 config, 400 bad Accept version, node name or config name, 403/404/500 from the source | 405 |
 //! | `/healthz` | 200, empty | 405 |
 //! | anything else | 404 | 405 |
 //!
@@ -10,12 +10,16 @@
 //! the headers of the GET without the body. The pool is the last segment of the path under
 //! `/config/` (the MCS uses `path.Base`), percent-decoded.
 //!
-//! Node identity (an addition to the MCS protocol): a client names itself with the `node` query
-//! parameter (`/config/worker?node=worker-0`, usable from an Ignition pointer config) or the
-//! `X-MCO-Node` header (what `mco-agent` sends). Both are DNS subdomain names; if both are given
-//! they must agree. A node the source knows nothing special about gets the pool's config.
+//! Additions to the MCS protocol (docs/companion.md, "The config server's protocol"):
+//! - `X-MCO-Config: <rendered config>` asks for that rendered config of the pool, whatever the
+//!   pool's status says (what `mco-agent` sends: its node's `desiredConfig`). Errors then carry a
+//!   plain-text body naming the config and the pool. Without the header the answer is the MCS's.
+//! - A node proves its name with its kubelet client certificate ([`super::identity`]); only a
+//!   proven node gets its per-node config. The `node` query parameter and the `X-MCO-Node`
+//!   header only claim a name: they are checked (a DNS subdomain; if both are given, or the
+//!   client also proved a name, they must agree) and logged, never trusted.
 
-use super::{ConfigSource, PoolRequest, ServeError};
+use super::{ConfigSource, Peer, PoolRequest, ServeError};
 use crate::negotiate;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
@@ -27,6 +31,8 @@ use std::net::SocketAddr;
 pub const NODE_HEADER: &str = "x-mco-node";
 /// The query parameter a node uses to present its identity.
 pub const NODE_QUERY: &str = "node";
+/// The header naming the rendered config the client asks for.
+pub const CONFIG_HEADER: &str = "x-mco-config";
 
 /// Answers one request. Never panics on client input.
 pub fn respond(
@@ -35,6 +41,7 @@ pub fn respond(
     uri: &Uri,
     headers: &HeaderMap,
     remote: SocketAddr,
+    peer: &Peer,
 ) -> Response<Full<Bytes>> {
     let readable = *method == Method::GET || *method == Method::HEAD;
     let path = uri.path();
@@ -57,22 +64,46 @@ pub fn respond(
     }
     let accept = header_text(headers, ACCEPT.as_str());
     let user_agent = header_text(headers, USER_AGENT.as_str()).unwrap_or_default();
-    let node = match node_identity(uri, headers) {
-        Ok(node) => node,
-        Err(why) => {
+    let claimed = node_identity(uri, headers);
+    let config = requested_config(headers);
+    let (claimed, config) = match (claimed, config) {
+        (Ok(claimed), Ok(config)) => (claimed, config),
+        (Err(why), _) | (_, Err(why)) => {
             tracing::warn!(
                 "Pool {pool:?} requested by address:{:?}: {why}",
                 remote.to_string()
             );
-            return empty(StatusCode::BAD_REQUEST);
+            return text(StatusCode::BAD_REQUEST, why);
         }
     };
+    let node = match peer {
+        Peer::Node(node) => Some(node.clone()),
+        Peer::Anonymous | Peer::NotANode(_) => None,
+    };
+    if let (Some(proven), Some(claimed)) = (&node, &claimed)
+        && proven != claimed
+    {
+        let why =
+            format!("the client claims node {claimed:?} but its certificate is node {proven:?}'s");
+        tracing::warn!(
+            "Pool {pool:?} requested by address:{:?}: {why}",
+            remote.to_string()
+        );
+        return text(StatusCode::BAD_REQUEST, why);
+    }
+    let who = match (peer, &claimed) {
+        (Peer::Node(n), _) => format!(" Node:{n:?} (certificate)"),
+        (Peer::NotANode(why), _) => format!(" Node: none ({why})"),
+        (Peer::Anonymous, Some(n)) => format!(" Node:{n:?} (claimed, not proven)"),
+        (Peer::Anonymous, None) => String::new(),
+    };
     tracing::info!(
-        "Pool {pool:?} requested by address:{:?} User-Agent:{user_agent:?} Accept-Header: {:?}{}",
+        "Pool {pool:?} requested by address:{:?} User-Agent:{user_agent:?} Accept-Header: {:?}{who}{}",
         remote.to_string(),
         accept.unwrap_or_default(),
-        node.as_ref()
-            .map(|n| format!(" Node:{n:?}"))
+        config
+            .as_ref()
+            .map(|c| format!(" Config:{c:?}"))
             .unwrap_or_default()
     );
     let spec = match negotiate::negotiate(accept) {
@@ -82,7 +113,12 @@ pub fn respond(
             return empty(StatusCode::BAD_REQUEST);
         }
     };
-    let request = PoolRequest { pool, node, spec };
+    let request = PoolRequest {
+        pool,
+        node,
+        config,
+        spec,
+    };
     match source.config(&request) {
         Ok(body) => {
             let length = body.len();
@@ -100,12 +136,50 @@ pub fn respond(
         Err(err) => {
             let status = match err {
                 ServeError::NotFound(_) => StatusCode::NOT_FOUND,
+                ServeError::Forbidden(_) => StatusCode::FORBIDDEN,
                 ServeError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             tracing::error!("couldn't get config for pool {:?}: {err}", request.pool);
-            empty(status)
+            // the MCS answers errors with an empty body; a client naming a config is ours and
+            // gets the reason
+            match request.config {
+                Some(_) if *method != Method::HEAD => text(status, err.to_string()),
+                _ => empty(status),
+            }
         }
     }
+}
+
+/// A plain-text answer (the reason of a refusal).
+fn text(status: StatusCode, message: String) -> Response<Full<Bytes>> {
+    let body = Bytes::from(message + "\n");
+    let length = body.len();
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    response
+}
+
+/// The rendered config named by [`CONFIG_HEADER`], validated.
+fn requested_config(headers: &HeaderMap) -> Result<Option<String>, String> {
+    let Some(value) = headers.get(CONFIG_HEADER) else {
+        return Ok(None);
+    };
+    let name = value
+        .to_str()
+        .map_err(|_| format!("{CONFIG_HEADER} is not ASCII text"))?
+        .trim();
+    if !is_dns_subdomain(name) {
+        return Err(format!(
+            "{CONFIG_HEADER} {name:?} is not a MachineConfig name (DNS subdomain)"
+        ));
+    }
+    Ok(Some(name.to_string()))
 }
 
 fn empty(status: StatusCode) -> Response<Full<Bytes>> {

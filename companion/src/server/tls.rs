@@ -15,17 +15,52 @@ use std::time::{Duration, Instant, SystemTime};
 /// How often a handshake may trigger a look at the certificate files' modification times.
 const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Builds the server's rustls configuration from PEM files.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+/// Builds the server's rustls configuration from PEM files. With `client_ca` (a PEM bundle:
+/// the cluster's client CA, which signs the kubelets' client certificates) the server asks for a
+/// client certificate and verifies one that is presented against that CA (a certificate from
+/// another CA fails the handshake); a client without one (Ignition at first boot) is still
+/// served, as an unauthenticated client.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<rustls::ServerConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let resolver = ReloadingCert::new(cert, key, provider.clone())?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .context("configuring TLS versions")?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .context("configuring TLS versions")?;
+    let builder = match client_ca {
+        Some(ca) => builder.with_client_cert_verifier(client_verifier(ca, provider)?),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Verifies optional client certificates against the CA bundle in `ca`.
+fn client_verifier(
+    ca: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    let pem = fs::read(ca).with_context(|| format!("reading the client CA {}", ca.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut BufReader::new(pem.as_slice())) {
+        let cert = cert.with_context(|| format!("parsing the client CA {}", ca.display()))?;
+        roots
+            .add(cert)
+            .with_context(|| format!("the client CA {}", ca.display()))?;
+    }
+    anyhow::ensure!(
+        !roots.is_empty(),
+        "the client CA file {} holds no PEM certificate",
+        ca.display()
+    );
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .with_context(|| format!("the client CA {}", ca.display()))
 }
 
 /// Loads a certificate chain and its private key from PEM files.

@@ -40,6 +40,7 @@ fn request(pool: &str, node: Option<&str>) -> PoolRequest {
     PoolRequest {
         pool: pool.into(),
         node: node.map(str::to_string),
+        config: None,
         spec: SpecVersion::V3_2,
     }
 }
@@ -104,7 +105,9 @@ fn serves_pool_and_per_node_configs() {
         Err(ServeError::NotFound(_))
     ));
     let snapshot = source.snapshot();
-    let node = snapshot.config_for("worker", Some("node-a")).unwrap();
+    let node = snapshot
+        .config_for(&request("worker", Some("node-a")))
+        .unwrap();
     assert!(node.name().starts_with("rendered-worker-node-a-"));
 }
 
@@ -114,7 +117,7 @@ fn reload_picks_up_changes_and_survives_broken_manifests() {
     let source = Standalone::open(dir.path(), RenderOptions::default()).unwrap();
     let first = source
         .snapshot()
-        .config_for("worker", None)
+        .config_for(&request("worker", None))
         .unwrap()
         .name()
         .to_string();
@@ -131,7 +134,7 @@ fn reload_picks_up_changes_and_survives_broken_manifests() {
     assert!(source.reload_if_changed(&mut seen));
     let second = source
         .snapshot()
-        .config_for("worker", None)
+        .config_for(&request("worker", None))
         .unwrap()
         .name()
         .to_string();
@@ -149,7 +152,11 @@ fn reload_picks_up_changes_and_survives_broken_manifests() {
     .unwrap();
     assert!(source.reload_if_changed(&mut seen));
     assert_eq!(
-        source.snapshot().config_for("worker", None).unwrap().name(),
+        source
+            .snapshot()
+            .config_for(&request("worker", None))
+            .unwrap()
+            .name(),
         second
     );
 }
@@ -172,7 +179,7 @@ async fn watch_reloads_on_change() {
     let source = Arc::new(Standalone::open(dir.path(), RenderOptions::default()).unwrap());
     let first = source
         .snapshot()
-        .config_for("worker", None)
+        .config_for(&request("worker", None))
         .unwrap()
         .name()
         .to_string();
@@ -189,7 +196,7 @@ async fn watch_reloads_on_change() {
     loop {
         let now = source
             .snapshot()
-            .config_for("worker", None)
+            .config_for(&request("worker", None))
             .unwrap()
             .name()
             .to_string();

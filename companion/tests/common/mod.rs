@@ -20,6 +20,8 @@ pub fn fixture_manifests() -> PathBuf {
 pub struct Pki {
     pub dir: tempfile::TempDir,
     pub ca_pem: String,
+    /// The cluster's client CA, which signs kubelet client certificates.
+    pub client_ca: mco_test_support::tls::TestCa,
 }
 
 impl Pki {
@@ -29,7 +31,35 @@ impl Pki {
         std::fs::write(dir.path().join("ca.crt"), &ca_pem).unwrap();
         std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
         write_key(&dir.path().join("tls.key"), &key_pem);
-        Pki { dir, ca_pem }
+        let client_ca = mco_test_support::tls::TestCa::new("test cluster client CA").unwrap();
+        std::fs::write(dir.path().join("client-ca.crt"), client_ca.cert_pem()).unwrap();
+        Pki {
+            dir,
+            ca_pem,
+            client_ca,
+        }
+    }
+    pub fn client_ca(&self) -> PathBuf {
+        self.dir.path().join("client-ca.crt")
+    }
+    /// A client certificate the client CA signed, as one PEM file (certificate then key, as the
+    /// kubelet's `kubelet-client-current.pem`).
+    pub fn client_cert(&self, common_name: &str, organization: &str) -> PathBuf {
+        Self::client_cert_from(&self.client_ca, &self.dir, common_name, organization)
+    }
+    /// The same from another CA (which the server does not trust).
+    pub fn client_cert_from(
+        ca: &mco_test_support::tls::TestCa,
+        dir: &tempfile::TempDir,
+        common_name: &str,
+        organization: &str,
+    ) -> PathBuf {
+        let cert = ca.issue_client_cert(common_name, organization).unwrap();
+        let path = dir
+            .path()
+            .join(format!("{}.pem", common_name.replace(':', "_")));
+        std::fs::write(&path, format!("{}{}", cert.cert_pem, cert.key_pem)).unwrap();
+        path
     }
     pub fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.crt")
@@ -83,7 +113,8 @@ impl Server {
     /// Starts on the current runtime.
     pub async fn start_async(pki: &Pki, manifests: &Path, limits: Limits) -> Server {
         let source = Arc::new(Standalone::open(manifests, RenderOptions::default()).unwrap());
-        let tls = server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+        let tls =
+            server::tls::server_config(&pki.cert(), &pki.key(), Some(&pki.client_ca())).unwrap();
         let (stop, shutdown) = watch::channel(false);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();

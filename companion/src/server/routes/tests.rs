@@ -10,11 +10,18 @@ impl ConfigSource for Echo {
         match r.pool.as_str() {
             "missing" => Err(ServeError::NotFound("no pool missing".into())),
             "broken" => Err(ServeError::Failed("cannot render".into())),
+            _ if r.config.as_deref() == Some("rendered-unknown") => Err(ServeError::NotFound(
+                "no rendered config \"rendered-unknown\"".into(),
+            )),
             _ => Ok(Bytes::from(format!(
-                "{}|{}|{}",
+                "{}|{}|{}{}",
                 r.pool,
                 r.node.clone().unwrap_or_default(),
-                r.spec
+                r.spec,
+                r.config
+                    .as_ref()
+                    .map(|c| format!("|{c}"))
+                    .unwrap_or_default()
             ))),
         }
     }
@@ -23,6 +30,15 @@ impl ConfigSource for Echo {
 type Headers = Vec<(&'static str, &'static str)>;
 
 fn call(method: &str, target: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, String) {
+    call_as(&Peer::Anonymous, method, target, headers)
+}
+
+fn call_as(
+    peer: &Peer,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, HeaderMap, String) {
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         map.insert(
@@ -36,6 +52,7 @@ fn call(method: &str, target: &str, headers: &[(&str, &str)]) -> (StatusCode, He
         &target.parse::<Uri>().unwrap(),
         &map,
         "127.0.0.1:4000".parse().unwrap(),
+        peer,
     );
     let status = response.status();
     let headers = response.headers().clone();
@@ -179,66 +196,131 @@ fn status_codes() {
 }
 
 #[test]
-fn node_identity_from_query_or_header() {
-    let rows: Vec<(&str, Headers, StatusCode, &str)> = vec![
+fn only_a_certificate_proves_a_node() {
+    let node = |n: &str| Peer::Node(n.to_string());
+    let admin = Peer::NotANode("CN system:admin".into());
+    // (peer, target, headers, status, body: the answer, or for refusals a part of the reason)
+    let rows: Vec<(Peer, &str, Headers, StatusCode, &str)> = vec![
+        // a claimed name is checked but selects nothing
         (
+            Peer::Anonymous,
             "/config/worker?node=worker-0",
             vec![],
             StatusCode::OK,
-            "worker|worker-0|2.2.0",
+            "worker||2.2.0",
         ),
         (
+            Peer::Anonymous,
             "/config/worker",
             vec![("x-mco-node", "w1.example.com")],
             StatusCode::OK,
-            "worker|w1.example.com|2.2.0",
+            "worker||2.2.0",
         ),
         (
+            admin.clone(),
+            "/config/worker?node=a",
+            vec![],
+            StatusCode::OK,
+            "worker||2.2.0",
+        ),
+        // a certificate does, with or without a matching claim
+        (
+            node("a"),
+            "/config/worker",
+            vec![],
+            StatusCode::OK,
+            "worker|a|2.2.0",
+        ),
+        (
+            node("a"),
             "/config/worker?node=a",
             vec![("x-mco-node", "a")],
             StatusCode::OK,
             "worker|a|2.2.0",
         ),
         (
+            node("a"),
             "/config/worker?x=1&node=b&y",
             vec![],
-            StatusCode::OK,
-            "worker|b|2.2.0",
+            StatusCode::BAD_REQUEST,
+            "certificate is node \"a\"'s",
         ),
+        // malformed claims
         (
+            Peer::Anonymous,
             "/config/worker?node=a",
             vec![("x-mco-node", "b")],
             StatusCode::BAD_REQUEST,
-            "",
+            "disagrees",
         ),
         (
+            Peer::Anonymous,
             "/config/worker?node=Bad_Name",
             vec![],
             StatusCode::BAD_REQUEST,
-            "",
+            "Bad_Name",
         ),
-        ("/config/worker?node=", vec![], StatusCode::BAD_REQUEST, ""),
         (
+            Peer::Anonymous,
+            "/config/worker?node=",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "not a valid node name",
+        ),
+        (
+            Peer::Anonymous,
             "/config/worker?node=%ff",
             vec![],
             StatusCode::BAD_REQUEST,
-            "",
+            "not UTF-8",
         ),
         (
+            Peer::Anonymous,
             "/config/worker",
             vec![("x-mco-node", "-x")],
             StatusCode::BAD_REQUEST,
-            "",
+            "-x",
         ),
     ];
-    for (target, headers, status, body) in rows {
-        let (got, _, got_body) = call("GET", target, &headers);
-        assert_eq!(
-            (got, got_body.as_str()),
-            (status, body),
-            "{target} {headers:?}"
-        );
+    for (peer, target, headers, status, body) in rows {
+        let (got, _, got_body) = call_as(&peer, "GET", target, &headers);
+        assert_eq!(got, status, "{peer:?} {target} {headers:?}: {got_body}");
+        if status == StatusCode::OK {
+            assert_eq!(got_body, body, "{peer:?} {target} {headers:?}");
+        } else {
+            assert!(
+                got_body.contains(body),
+                "{peer:?} {target} {headers:?}: {got_body}"
+            );
+        }
     }
+}
+
+#[test]
+fn a_named_config_is_passed_on_and_its_refusal_explained() {
+    let (status, _, body) = call(
+        "GET",
+        "/config/worker",
+        &[("x-mco-config", "rendered-worker-1")],
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "worker||2.2.0|rendered-worker-1")
+    );
+    // an error names what was asked (the MCS's answers without the header stay empty)
+    let (status, headers, body) = call(
+        "GET",
+        "/config/worker",
+        &[("x-mco-config", "rendered-unknown")],
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("\"rendered-unknown\""), "{body}");
+    assert_eq!(headers[CONTENT_TYPE], "text/plain; charset=utf-8");
+    let (status, _, body) = call("GET", "/config/missing", &[]);
+    assert_eq!((status, body.as_str()), (StatusCode::NOT_FOUND, ""));
+    let (status, _, body) = call("GET", "/config/worker", &[("x-mco-config", "Not A Name")]);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("Not A Name"), "{body}");
 }
 
 #[test]
