@@ -11,6 +11,7 @@ use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{ClusterOptions, DrainMode, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool};
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
+use crate::daemon::join;
 use crate::daemon::policy::ClusterPolicySource;
 use crate::daemon::source::{ConfigSource, FileSource};
 use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
@@ -297,11 +298,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     let mut daemon = match &api {
         Some(api) => {
-            let annotated = api
-                .annotations()
-                .await?
-                .current_config()
-                .map(str::to_string);
+            let annotated = join::load_node_annotations(engine.root(), api.as_ref()).await?;
             Daemon::new(engine, source, DesiredFeed::Cluster(api.desired()))
                 .with_annotated_current(annotated)
         }

@@ -24,6 +24,7 @@ pub mod backoff;
 pub mod cluster;
 pub mod config_server;
 pub mod drift;
+pub mod join;
 pub mod policy;
 pub mod source;
 pub mod startup;
