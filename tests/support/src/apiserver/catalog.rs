@@ -113,6 +113,14 @@ pub static RESOURCES: &[ResourceDef] = &[
         ],
         ..BUILTIN
     },
+    // Secrets: `stringData` is folded into `data` on every write, as the API server does.
+    ResourceDef {
+        plural: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        fields: &["type"],
+        ..BUILTIN
+    },
     ResourceDef {
         group: "policy",
         plural: "poddisruptionbudgets",

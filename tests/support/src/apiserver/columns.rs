@@ -109,6 +109,20 @@ pub fn columns(def: &ResourceDef) -> Vec<Column> {
                 json!(str_at(o, "/message").unwrap_or(""))
             }),
         ],
+        "secrets" => vec![
+            NAME,
+            col("Type", "string", |o| {
+                json!(str_at(o, "/type").unwrap_or(""))
+            }),
+            col("Data", "integer", |o| {
+                json!(
+                    o.get("data")
+                        .and_then(Value::as_object)
+                        .map_or(0, |d| d.len())
+                )
+            }),
+            AGE,
+        ],
         "leases" => vec![
             NAME,
             col("Holder", "string", |o| {

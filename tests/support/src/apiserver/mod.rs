@@ -8,10 +8,11 @@
 //! # What is modelled after kube-apiserver 1.33
 //!
 //! - Types: Namespaces, Nodes, Pods (with `/eviction`), Events, PodDisruptionBudgets,
-//!   DaemonSets, ReplicaSets, Deployments, Leases, Roles, ClusterRoles and their bindings,
-//!   SelfSubjectAccessReviews and SelfSubjectRulesReviews, and the MCO's MachineConfigs,
-//!   MachineConfigPools, MachineConfigNodes, MachineOSConfigs, MachineOSBuilds and
-//!   MachineConfigurations (openshift/api), with `/status` where the real type has it.
+//!   Secrets (`stringData` folded into `data`), DaemonSets, ReplicaSets, Deployments,
+//!   Leases, Roles, ClusterRoles and their bindings, SelfSubjectAccessReviews and
+//!   SelfSubjectRulesReviews, and the MCO's MachineConfigs, MachineConfigPools,
+//!   MachineConfigNodes, MachineOSConfigs, MachineOSBuilds and MachineConfigurations
+//!   (openshift/api), with `/status` where the real type has it.
 //! - Discovery, an OpenAPI v3 index (enough for kubectl to skip client-side validation),
 //!   Table output with the real printer columns (`-o wide` included).
 //! - CRUD, merge/JSON/strategic merge patches, watches from a resourceVersion with selectors,
@@ -66,6 +67,7 @@ mod registry;
 mod resource;
 mod reviews;
 mod routes;
+mod secret;
 mod selector;
 mod server;
 mod status;

@@ -187,6 +187,9 @@ pub fn prepare_create(
         }
         _ => {}
     }
+    if def.plural == "secrets" {
+        super::secret::normalize(def, &mut obj)?;
+    }
     validation::validate(def, &obj)?;
     Ok(obj)
 }
@@ -256,6 +259,9 @@ pub fn prepare_update(
             .unwrap_or(0)
             + 1;
         metadata_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    if def.plural == "secrets" {
+        super::secret::normalize(def, &mut new)?;
     }
     validation::validate(def, &new)?;
     validation::validate_update(def, old, &new)?;

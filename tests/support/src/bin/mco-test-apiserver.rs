@@ -1,6 +1,6 @@
 //! `mco-test-apiserver --listen ADDR --kubeconfig-out FILE [--http] [--rbac] [--seed FILE]...`:
-//! the Kubernetes API test server as a process, until SIGINT or SIGTERM. It prints its URL on
-//! stdout once every requested file is written.
+//! the Kubernetes API test server as a process, until SIGINT or SIGTERM (SIGUSR1 drops every
+//! open watch). It prints its URL on stdout once every requested file is written.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -175,10 +175,20 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        // SIGUSR1 ends every open watch (clients must re-watch), as an API server restart or a
+        // load balancer dropping connections would: what a test of watch recovery needs.
+        let mut drop_watches = signal(SignalKind::user_defined1())?;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+                _ = drop_watches.recv() => {
+                    eprintln!("mco-test-apiserver: SIGUSR1: dropping every watch");
+                    server.faults().drop_watches();
+                }
+            }
         }
         anyhow::Ok(())
     })?;
