@@ -1,0 +1,413 @@
+//! The [`Cluster`] fixture: the API test server, the companion (controller and config server)
+//! and the nodes, each a process; what a scenario does to them (MachineConfigs, pausing the
+//! pool, killing the companion, dropping watches, nodes joining or adopted) and what it waits
+//! for (a rollout to complete), with the pool's availability sampled throughout.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use machine_config::MachineConfigPool;
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
+use serde_json::{Value, json};
+
+use crate::Binaries;
+use crate::api::ApiServer;
+use crate::companion::Companion;
+use crate::ignition::{self, Pointer};
+use crate::manifests::{self, WORKER_ROLE_LABEL};
+use crate::node::{AgentWiring, Node};
+use crate::sampler::Sampler;
+
+/// What a scenario starts with.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Nodes provisioned at start (`worker-0` …).
+    pub nodes: usize,
+    /// Nodes that may join later (named after them): their kubelet credentials exist from
+    /// the start.
+    pub spare: usize,
+    pub max_unavailable: i64,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Spec {
+            nodes: 3,
+            spare: 0,
+            max_unavailable: 1,
+        }
+    }
+}
+
+/// The base MachineConfig every scenario starts from.
+pub const BASE_CONFIG: &str = "00-worker-base";
+/// Its file: under `/etc/nmstate/openshift/`, which the default disruption policy updates
+/// without a drain or a reboot.
+pub const BASE_FILE: &str = "/etc/nmstate/openshift/base.yaml";
+
+/// The running cluster.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    bins: Binaries,
+    pub api: ApiServer,
+    pub client: kube::Client,
+    pub companion: Companion,
+    nodes: BTreeMap<String, Node>,
+    spare: Vec<String>,
+    sampler: Sampler,
+    max_unavailable: usize,
+}
+
+impl Cluster {
+    /// Starts everything and provisions `spec.nodes` nodes the MCO way (first boot through
+    /// Ignition, the Node registers, the agent bootstraps from the served files); returns once
+    /// every node is Done on the pool's rendered config.
+    pub async fn start(bins: Binaries, spec: Spec) -> Result<Cluster> {
+        let dir = tempfile::Builder::new().prefix("mco-cluster-").tempdir()?;
+        let names: Vec<String> = (0..spec.nodes + spec.spare)
+            .map(|i| format!("worker-{i}"))
+            .collect();
+        let rbac = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac.yaml");
+        let api = ApiServer::start(&bins.apiserver, &dir.path().join("api"), &names, &rbac)?;
+        let client = api.admin_client().await?;
+        create(
+            &client,
+            "machineconfigpools",
+            manifests::worker_pool(spec.max_unavailable),
+        )
+        .await?;
+        create(
+            &client,
+            "machineconfigs",
+            manifests::files_config(BASE_CONFIG, &[(BASE_FILE, "base: 1\n")]),
+        )
+        .await?;
+        let mut companion = Companion::new(
+            &bins.companion,
+            &dir.path().join("companion"),
+            &api.companion_kubeconfig,
+            &api.client_ca,
+        )?;
+        companion.start()?;
+        let max_unavailable = usize::try_from(spec.max_unavailable)?;
+        let sampler = Sampler::start(client.clone(), WORKER_ROLE_LABEL, max_unavailable);
+        let mut cluster = Cluster {
+            dir,
+            bins,
+            api,
+            client,
+            companion,
+            nodes: BTreeMap::new(),
+            spare: names[spec.nodes..].to_vec(),
+            sampler,
+            max_unavailable,
+        };
+        let first = cluster.wait_rendered("", Duration::from_secs(30)).await?;
+        for name in &names[..spec.nodes] {
+            cluster.provision(name, None).await?;
+        }
+        cluster
+            .wait_pool_done(&first, Duration::from_secs(60))
+            .await?;
+        Ok(cluster)
+    }
+
+    /// How the agents are started.
+    fn wiring(&self, node: &str) -> AgentWiring {
+        AgentWiring {
+            binary: self.bins.agent.clone(),
+            kubeconfig: self.api.node_kubeconfig(node),
+            config_server: self.companion.url(),
+            ca: self.companion.ca_file.clone(),
+        }
+    }
+
+    /// A node's first boot through Ignition (with `token`, its bootstrap token, if given), its
+    /// Node registered by its kubelet and labelled a worker, and its agent started.
+    pub async fn provision(&mut self, name: &str, token: Option<&str>) -> Result<()> {
+        let node_dir = self.dir.path().join(name);
+        let mut node = Node::new(name, &node_dir, &self.api.kubelet_client_pem(name)?)?;
+        self.sampler.provisioning(name);
+        let url = match token {
+            Some(_) => format!("{}/config/worker?node={name}", self.companion.url()),
+            None => format!("{}/config/worker", self.companion.url()),
+        };
+        let work = node_dir.join("ignition");
+        std::fs::create_dir_all(&work)?;
+        let pointer = Pointer {
+            url: &url,
+            ca_pem: self.companion.ca_pem(),
+            token,
+        };
+        ignition::first_boot(&node.root, &work, &pointer)
+            .with_context(|| format!("the first boot of {name}"))?;
+        self.register(name).await?;
+        node.start_agent(&self.wiring(name))?;
+        self.nodes.insert(name.to_string(), node);
+        Ok(())
+    }
+
+    /// The node's kubelet registers its Node; the administrator labels it a worker.
+    pub async fn register(&self, name: &str) -> Result<()> {
+        let kubelet = self.api.node_client(name).await?;
+        let node: KubeNode = serde_json::from_value(manifests::registered_node(name))?;
+        Api::<KubeNode>::all(kubelet)
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("registering node {name}"))?;
+        let label = json!({"metadata": {"labels": {WORKER_ROLE_LABEL: ""}}});
+        Api::<KubeNode>::all(self.client.clone())
+            .patch(name, &PatchParams::default(), &Patch::Merge(label))
+            .await?;
+        Ok(())
+    }
+
+    /// The next spare node's name (a node that has not joined yet).
+    pub fn next_spare(&mut self) -> Result<String> {
+        if self.spare.is_empty() {
+            bail!("no spare node left: give Spec::spare");
+        }
+        Ok(self.spare.remove(0))
+    }
+
+    /// The nodes, by name.
+    pub fn node(&mut self, name: &str) -> &mut Node {
+        self.nodes
+            .get_mut(name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// The names of the nodes in the pool.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// Creates or replaces a MachineConfig.
+    pub async fn apply_machine_config(&self, config: Value) -> Result<()> {
+        let name = config["metadata"]["name"]
+            .as_str()
+            .context("a MachineConfig without a name")?
+            .to_string();
+        let api = machine_configs(&self.client);
+        match api.get_opt(&name).await? {
+            None => {
+                create(&self.client, "machineconfigs", config).await?;
+            }
+            Some(_) => {
+                let patch = json!({"spec": config["spec"]});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A files-only change of the base config (its file's contents become `contents`); waits
+    /// until the pool renders it and returns the new rendered config's name.
+    pub async fn change_base_file(&self, contents: &str) -> Result<String> {
+        let before = self.pool().await?.spec.configuration.name;
+        self.apply_machine_config(manifests::files_config(
+            BASE_CONFIG,
+            &[(BASE_FILE, contents)],
+        ))
+        .await?;
+        self.wait_rendered(&before, Duration::from_secs(30)).await
+    }
+
+    /// The worker pool.
+    pub async fn pool(&self) -> Result<MachineConfigPool> {
+        Ok(Api::<MachineConfigPool>::all(self.client.clone())
+            .get("worker")
+            .await?)
+    }
+
+    /// Pauses or unpauses the worker pool.
+    pub async fn set_paused(&self, paused: bool) -> Result<()> {
+        Api::<MachineConfigPool>::all(self.client.clone())
+            .patch(
+                "worker",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"paused": paused}})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// A node's annotations.
+    pub async fn annotations(&self, node: &str) -> Result<BTreeMap<String, String>> {
+        let node = Api::<KubeNode>::all(self.client.clone()).get(node).await?;
+        Ok(node.metadata.annotations.unwrap_or_default())
+    }
+
+    /// Sets a node's `desiredConfig`, as an administrator would.
+    pub async fn set_desired(&self, node: &str, config: &str) -> Result<()> {
+        let patch = json!({"metadata": {"annotations": {DESIRED_CONFIG: config}}});
+        Api::<KubeNode>::all(self.client.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the pool renders a config other than `previous`; its name.
+    pub async fn wait_rendered(&self, previous: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let name = self.pool().await?.spec.configuration.name;
+            if !name.is_empty() && name != previous {
+                return Ok(name);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the pool never rendered past {previous:?}\n{}",
+                    self.diagnostics().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until every node of the pool is Done on `config` and the pool says so
+    /// (`updatedMachineCount` = `machineCount` = the nodes); how long it took.
+    pub async fn wait_pool_done(&self, config: &str, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            if self.pool_done(config).await? {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > timeout {
+                bail!(
+                    "the pool did not finish rolling out {config} in {timeout:?}\n{}",
+                    self.diagnostics().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn pool_done(&self, config: &str) -> Result<bool> {
+        let pool = self.pool().await?;
+        let count = i64::try_from(self.nodes.len())?;
+        if pool.status.machine_count != count || pool.status.updated_machine_count != count {
+            return Ok(false);
+        }
+        for name in self.nodes.keys() {
+            let a = self.annotations(name).await?;
+            let is = |key: &str, value: &str| a.get(key).map(String::as_str) == Some(value);
+            let done = is(CURRENT_CONFIG, config)
+                && is(DESIRED_CONFIG, config)
+                && is(STATE, NodeState::Done.as_str());
+            if !done {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Asserts that no sample saw more than `maxUnavailable` unavailable nodes; returns the
+    /// number of samples and the most seen at once.
+    pub fn check_availability(&self) -> Result<(usize, usize)> {
+        let (samples, max_seen, violations) = self.sampler.summary();
+        if !violations.is_empty() {
+            bail!(
+                "{} of {samples} samples saw more than maxUnavailable={} nodes unavailable, first: {:?}",
+                violations.len(),
+                self.max_unavailable,
+                violations[0]
+            );
+        }
+        if samples == 0 {
+            bail!("the availability sampler took no sample");
+        }
+        Ok((samples, max_seen))
+    }
+
+    /// Kills the companion (SIGKILL).
+    pub fn kill_companion(&mut self) {
+        self.companion.kill();
+    }
+
+    /// Starts the companion again (on the same port).
+    pub fn start_companion(&mut self) -> Result<()> {
+        self.companion.start()
+    }
+
+    /// The pool's status, every node's MCO annotations, and the tail of every log.
+    pub async fn diagnostics(&self) -> String {
+        let mut out = String::new();
+        match self.pool().await {
+            Ok(pool) => out.push_str(&format!(
+                "pool: spec {} paused={} status {}\n",
+                pool.spec.configuration.name,
+                pool.spec.paused,
+                serde_json::to_string(&pool.status).unwrap_or_default()
+            )),
+            Err(e) => out.push_str(&format!("pool: {e:#}\n")),
+        }
+        for name in self.nodes.keys() {
+            let a = self.annotations(name).await.unwrap_or_default();
+            let get = |k: &str| a.get(k).cloned().unwrap_or_default();
+            out.push_str(&format!(
+                "{name}: current={} desired={} state={} reason={:?}\n",
+                get(CURRENT_CONFIG),
+                get(DESIRED_CONFIG),
+                get(STATE),
+                get(REASON)
+            ));
+        }
+        out.push_str(&tail(&self.companion.logs(), 60));
+        for node in self.nodes.values() {
+            out.push_str(&tail(&node.logs(), 40));
+        }
+        out
+    }
+
+    /// Stops everything and checks the availability samples.
+    pub async fn finish(mut self) -> Result<()> {
+        for node in self.nodes.values_mut() {
+            node.kill_agent();
+        }
+        self.companion.kill();
+        let (samples, max_seen) = self.check_availability()?;
+        eprintln!("availability: {samples} samples, at most {max_seen} node(s) unavailable");
+        Ok(())
+    }
+}
+
+fn machine_configs(client: &kube::Client) -> Api<machine_config::MachineConfig> {
+    Api::all(client.clone())
+}
+
+/// Creates a cluster-scoped object of `plural` from JSON.
+async fn create(client: &kube::Client, plural: &str, object: Value) -> Result<()> {
+    match plural {
+        "machineconfigs" => {
+            let mc: machine_config::MachineConfig = serde_json::from_value(object)?;
+            machine_configs(client)
+                .create(&PostParams::default(), &mc)
+                .await?;
+        }
+        "machineconfigpools" => {
+            let pool: MachineConfigPool = serde_json::from_value(object)?;
+            Api::<MachineConfigPool>::all(client.clone())
+                .create(&PostParams::default(), &pool)
+                .await?;
+        }
+        other => bail!("create: unsupported resource {other}"),
+    }
+    Ok(())
+}
+
+/// The last `lines` lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    let mut out = all[start..].join("\n");
+    out.push('\n');
+    out
+}
