@@ -13,7 +13,12 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use machine_config::MachineConfigPool;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON, STATE,
+};
+use machine_config::mco::paths::{
+    CURRENT_CONFIG as CURRENTCONFIG_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT,
+};
 use serde_json::{Value, json};
 
 use crate::Binaries;
@@ -131,8 +136,58 @@ impl Cluster {
     /// A node's first boot through Ignition (with `token`, its bootstrap token, if given), its
     /// Node registered by its kubelet and labelled a worker, and its agent started.
     pub async fn provision(&mut self, name: &str, token: Option<&str>) -> Result<()> {
+        let mut node = self.first_boot(name, token)?;
+        self.register(name).await?;
+        node.start_agent(&self.wiring(name))?;
+        self.nodes.insert(name.to_string(), node);
+        Ok(())
+    }
+
+    /// The next spare node joins: first boot through the served files, then its Node registers
+    /// (no annotation written by anyone but its agent); returns its name.
+    pub async fn join_node(&mut self) -> Result<String> {
+        let name = self.next_spare()?;
+        self.provision(&name, None).await?;
+        Ok(name)
+    }
+
+    /// The next spare node, as the MCO's machine-config-daemon leaves a node it manages: the
+    /// pool's current config on disk, `currentconfig` (a full MachineConfig JSON), the
+    /// bootstrap annotations moved to `node-annotation.json.bak`, and its Node annotated
+    /// Done and uncordoned by the MCD; then `mco-agent start` takes it over. Returns its name.
+    pub async fn adopt_mcd_node(&mut self) -> Result<String> {
+        let name = self.next_spare()?;
+        let mut node = self.first_boot(&name, None)?;
+        let served = node
+            .read(SERVED_CONTENT)
+            .context("the first boot wrote no served MachineConfig")?;
+        let config: Value = serde_json::from_str(&served)?;
+        let current = config["metadata"]["name"]
+            .as_str()
+            .context("the served MachineConfig has no name")?
+            .to_string();
+        // the MCD's layout: currentconfig written, the bootstrap annotations file renamed
+        std::fs::write(node.path(CURRENTCONFIG_FILE), serde_json::to_vec(&config)?)?;
+        std::fs::rename(node.path(NODE_ANNOTATIONS), node.path(NODE_ANNOTATIONS_BAK))?;
+        self.register(&name).await?;
+        let uncordon = format!("uncordon-{current}");
+        let annotations = json!({"metadata": {"annotations": {
+            CURRENT_CONFIG: current, DESIRED_CONFIG: current, STATE: NodeState::Done.as_str(),
+            DESIRED_DRAIN: uncordon, LAST_APPLIED_DRAIN: uncordon,
+        }}});
+        Api::<KubeNode>::all(self.api.node_client(&name).await?)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(annotations))
+            .await
+            .with_context(|| format!("annotating {name} as the MCD does"))?;
+        node.start_agent(&self.wiring(&name))?;
+        self.nodes.insert(name.clone(), node);
+        Ok(name)
+    }
+
+    /// A node's root after its first boot through the real Ignition.
+    fn first_boot(&mut self, name: &str, token: Option<&str>) -> Result<Node> {
         let node_dir = self.dir.path().join(name);
-        let mut node = Node::new(name, &node_dir, &self.api.kubelet_client_pem(name)?)?;
+        let node = Node::new(name, &node_dir, &self.api.kubelet_client_pem(name)?)?;
         self.sampler.provisioning(name);
         let url = match token {
             Some(_) => format!("{}/config/worker?node={name}", self.companion.url()),
@@ -147,10 +202,7 @@ impl Cluster {
         };
         ignition::first_boot(&node.root, &work, &pointer)
             .with_context(|| format!("the first boot of {name}"))?;
-        self.register(name).await?;
-        node.start_agent(&self.wiring(name))?;
-        self.nodes.insert(name.to_string(), node);
-        Ok(())
+        Ok(node)
     }
 
     /// The node's kubelet registers its Node; the administrator labels it a worker.
@@ -181,6 +233,11 @@ impl Cluster {
         self.nodes
             .get_mut(name)
             .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// A file on a node's root.
+    pub fn node_read(&self, name: &str, path: &str) -> Option<String> {
+        self.nodes.get(name).and_then(|n| n.read(path))
     }
 
     /// The names of the nodes in the pool.
@@ -252,6 +309,41 @@ impl Cluster {
             .patch(node, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
         Ok(())
+    }
+
+    /// The nodes whose `desiredConfig` is `config`.
+    pub async fn targeted(&self, config: &str) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for name in self.nodes.keys() {
+            if self
+                .annotations(name)
+                .await?
+                .get(DESIRED_CONFIG)
+                .map(String::as_str)
+                == Some(config)
+            {
+                out.push(name.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until at least one node is targeted at `config`; the targeted nodes.
+    pub async fn wait_targeted(&self, config: &str, timeout: Duration) -> Result<Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let targeted = self.targeted(config).await?;
+            if !targeted.is_empty() {
+                return Ok(targeted);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "no node was targeted at {config} in {timeout:?}\n{}",
+                    self.diagnostics().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Waits until the pool renders a config other than `previous`; its name.
