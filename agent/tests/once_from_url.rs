@@ -1,7 +1,8 @@
 //! `mco-agent once-from URL`: a config fetched over HTTP(S) as the agent asks a config server.
 //! The companion serves `examples/` over TLS on loopback (its answer yields the rendered
 //! MachineConfig it carries); a small HTTP server serves plain documents and errors. Every
-//! failure (unreachable, 4xx, 5xx, TLS) is a clear error and leaves the root as it was.
+//! failure (unreachable, 4xx, 5xx, TLS) is a clear error and leaves the root as it was. The
+//! daemon's config-server source (asking by name) is checked against the same servers.
 
 mod common;
 
@@ -319,4 +320,49 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
         &["error: ftp://example.com/x: a ftp:// URL; only http:// and https:// are fetched"],
     )
     .await;
+}
+
+/// The daemon's config-server source names the desired config (`X-MCO-Config`): the companion
+/// serves it or refuses with the reason; a server that ignores the header (as the MCS does,
+/// serving the pool's config) is detected and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_server_source_asks_by_name_and_detects_a_server_ignoring_it() {
+    use mco_agent::daemon::config_server::ConfigServer;
+    use mco_agent::daemon::source::ConfigSource as _;
+    let dir = tempfile::tempdir().unwrap();
+    let companion = companion(dir.path()).await;
+    let base = companion.url.trim_end_matches("/config/worker");
+    let source = ConfigServer::new(base, Some(&companion.ca_file), None, "worker", None).unwrap();
+    let wanted = rendered_worker();
+    assert_eq!(source.fetch(Some(&wanted)).await.unwrap().name(), wanted);
+    let err = format!(
+        "{:#}",
+        source
+            .fetch(Some("rendered-worker-0123"))
+            .await
+            .unwrap_err()
+    );
+    assert!(
+        err.contains("404") && err.contains("\"rendered-worker-0123\"") && err.contains("worker"),
+        "{err}"
+    );
+
+    // an MCS-like server: the pool's config whatever is asked
+    let client = http_client(&companion.url, Some(&companion.ca_file), None).unwrap();
+    let pool_answer = fetch(&client, &companion.url, None, None).await.unwrap();
+    let app = Router::new().route("/config/worker", get(move || async move { pool_answer }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mcs = ConfigServer::new(&format!("http://{addr}"), None, None, "worker", None).unwrap();
+    let err = format!(
+        "{:#}",
+        mcs.fetch(Some("rendered-worker-next")).await.unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "served {wanted} when asked for rendered-worker-next"
+        )) && err.contains("ignores X-MCO-Config"),
+        "{err}"
+    );
 }
