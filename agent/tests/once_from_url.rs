@@ -332,7 +332,8 @@ async fn the_config_server_source_asks_by_name_and_detects_a_server_ignoring_it(
     let dir = tempfile::tempdir().unwrap();
     let companion = companion(dir.path()).await;
     let base = companion.url.trim_end_matches("/config/worker");
-    let source = ConfigServer::new(base, Some(&companion.ca_file), None, "worker", None).unwrap();
+    let source =
+        ConfigServer::new(base, Some(&companion.ca_file), None, "worker", None, false).unwrap();
     let wanted = rendered_worker();
     assert_eq!(source.fetch(Some(&wanted)).await.unwrap().name(), wanted);
     let err = format!(
@@ -354,7 +355,8 @@ async fn the_config_server_source_asks_by_name_and_detects_a_server_ignoring_it(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let mcs = ConfigServer::new(&format!("http://{addr}"), None, None, "worker", None).unwrap();
+    let mcs =
+        ConfigServer::new(&format!("http://{addr}"), None, None, "worker", None, true).unwrap();
     let err = format!(
         "{:#}",
         mcs.fetch(Some("rendered-worker-next")).await.unwrap_err()

@@ -409,7 +409,8 @@ fn a_private_key_others_can_read_is_refused() {
     let pki = Pki::new();
     let refused = |mode: u32, uid: u32| {
         std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(mode)).unwrap();
-        let err = mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap_err();
+        let err =
+            mco_companion::server::tls::server_config(&pki.cert(), &pki.key(), None).unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             format!(
@@ -422,7 +423,7 @@ fn a_private_key_others_can_read_is_refused() {
     };
     let accepted = |mode: u32| {
         std::fs::set_permissions(pki.key(), std::fs::Permissions::from_mode(mode)).unwrap();
-        mco_companion::server::tls::server_config(&pki.cert(), &pki.key()).unwrap();
+        mco_companion::server::tls::server_config(&pki.cert(), &pki.key(), None).unwrap();
     };
     // Root-owned (the tests run as root, as a secret volume's files are owned).
     for mode in [0o644, 0o604, 0o660, 0o650] {

@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use machine_config::MachineConfig;
 
 use super::source::ConfigSource;
-use crate::input::served::{CONFIG_HEADER, check_scheme, fetch, http_client, served_machine_config};
+use crate::input::served::{
+    CONFIG_HEADER, check_scheme, fetch, http_client, served_machine_config,
+};
 
 /// A config server for one pool.
 pub struct ConfigServer {
