@@ -248,7 +248,7 @@ mod tests {
             find_kind("policy/v1", "PodDisruptionBudget"),
             Some(index_of("poddisruptionbudgets"))
         );
-        assert!(find("", "v1", "secrets").is_none());
+        assert!(find("", "v1", "replicationcontrollers").is_none());
         assert!(resource_list("nope", "v1").is_none());
         assert!(group("apps").is_some());
         assert_eq!(

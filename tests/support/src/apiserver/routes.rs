@@ -138,7 +138,7 @@ mod tests {
                 "/apis/machineconfiguration.openshift.io/v1/namespaces/a/machineconfigs",
                 Route::NotFound,
             ),
-            ("/api/v1/secrets", Route::NotFound),
+            ("/api/v1/replicationcontrollers", Route::NotFound),
             ("/nothing", Route::NotFound),
         ];
         for (path, want) in cases {
