@@ -19,13 +19,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use hyper::body::Bytes;
-use machine_config::MachineConfig;
 use machine_config::SpecVersion;
 use machine_config::dataurl;
 use machine_config::downtranslate;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, FIRST_PIVOT_CONFIG, STATE};
 use machine_config::mco::paths::{ENCAPSULATED, NODE_ANNOTATIONS, SERVED_CONTENT};
+use machine_config::{IgnitionJson, MachineConfig};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -85,7 +85,7 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
         SERVED_CONTENT_MODE,
     );
     let mut encapsulated = mc.clone();
-    encapsulated.spec.config = Some(downtranslate::empty_config(spec));
+    encapsulated.spec.config = Some(IgnitionJson::from_value(downtranslate::empty_config(spec)));
     append_file(
         &mut config,
         ENCAPSULATED,

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use machine_config::{MachineConfig, MachineConfigSpec, extensions, kargs};
+use machine_config::{IgnitionJson, MachineConfig, MachineConfigSpec, extensions, kargs};
 use mco_agent::os::Deployment;
 use mco_agent::rootfs::Root;
 use serde_json::json;
@@ -28,7 +28,7 @@ pub fn configs(
         .spec
         .config
         .as_ref()
-        .and_then(|c| c.get("ignition")?.get("version")?.as_str())
+        .and_then(|c| c.version())
         .unwrap_or(DEFAULT_SPEC)
         .to_string();
     let empty = json!({ "ignition": { "version": version } });
@@ -39,7 +39,7 @@ pub fn configs(
             "the encapsulated config has Ignition content: not applied (Ignition applied the served config at first boot)"
         );
     }
-    new.spec.config = Some(empty.clone());
+    new.spec.config = Some(IgnitionJson::from_value(empty.clone()));
     // One argument per entry, so that an entry with several compares argument by argument.
     new.spec.kernel_arguments = kargs::split_all(&target.spec.kernel_arguments);
     let t = &new.spec;
@@ -52,7 +52,7 @@ pub fn configs(
             } else {
                 booted.image_url().unwrap_or_default()
             },
-            config: Some(empty),
+            config: Some(IgnitionJson::from_value(empty)),
             kernel_arguments: running_kargs(
                 &t.kernel_arguments,
                 booted.kargs.as_deref().unwrap_or_default(),
@@ -175,8 +175,11 @@ mod tests {
         assert_eq!(old.spec.extensions, ["usbguard"]);
         assert!(old.spec.fips);
         let empty = json!({"ignition": {"version": "3.2.0"}});
-        assert_eq!(old.spec.config.as_ref(), Some(&empty));
-        assert_eq!(new.spec.config.as_ref(), Some(&empty));
+        assert_eq!(
+            old.spec.config.as_ref().map(|c| c.to_value()),
+            Some(empty.clone())
+        );
+        assert_eq!(new.spec.config.as_ref().map(|c| c.to_value()), Some(empty));
         assert_eq!(new.name(), "rendered-worker-1");
     }
 

@@ -188,7 +188,7 @@ mod tests {
 
     fn res(source: Option<String>, compression: Option<&str>, hash: Option<String>) -> Resource {
         Resource {
-            source,
+            source: source.map(Into::into),
             compression: compression.map(str::to_string),
             verification: Verification { hash },
             ..Resource::default()

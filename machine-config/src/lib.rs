@@ -70,6 +70,7 @@ pub mod downtranslate;
 pub mod error;
 pub mod extensions;
 pub mod ignition;
+pub mod ignition_json;
 pub mod kargs;
 pub mod machineconfig;
 pub mod machineconfiguration;
@@ -80,6 +81,7 @@ pub mod pool;
 pub mod reconcile;
 pub mod registries;
 pub mod render;
+pub mod source;
 
 pub use contents::DecodeError;
 pub use diff::{Changes, ConfigDiff};
@@ -87,9 +89,11 @@ pub use error::{Issue, ParseError};
 pub use ignition::{
     Config, Directory, Dropin, File, Link, ParsedConfig, Resource, SpecVersion, Unit, validate,
 };
+pub use ignition_json::IgnitionJson;
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use machineconfiguration::{MachineConfiguration, NodeDisruptionPolicy};
 pub use plan::{Plan, PlanError, PolicyOptions};
 pub use policy::{Action, ClusterPolicies, Decision, LegacyAction, legacy_action};
 pub use pool::MachineConfigPool;
 pub use reconcile::{ReconcileOptions, Unreconcilable, reconcile, reconcile_with};
+pub use source::{Source, SourceTable};

@@ -7,6 +7,8 @@ use serde_json::Value;
 use crate::document::parse_value;
 use crate::error::{Issue, ParseError};
 use crate::ignition::{Config, ParsedConfig, SpecVersion, typed, unreachable_json};
+use crate::ignition_json::{IgnitionJson, restore_sources};
+use crate::source::SourceTable;
 
 /// API group of the MCO's objects.
 pub const GROUP: &str = "machineconfiguration.openshift.io";
@@ -57,10 +59,10 @@ pub struct MachineConfigSpec {
     )]
     #[serde(skip_serializing_if = "String::is_empty")]
     pub base_os_extensions_container_image: String,
-    /// The Ignition config as given (any supported spec), kept verbatim; `None` when absent or
-    /// `null`. Parse it with [`MachineConfig::ignition`].
+    /// The Ignition config as given (any supported spec), its sources shared; `None` when
+    /// absent or `null`. Parse it with [`MachineConfig::ignition`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<Value>,
+    pub config: Option<IgnitionJson>,
     #[serde(
         default,
         deserialize_with = "nullable",
@@ -170,11 +172,33 @@ impl MachineConfig {
     }
 
     /// [`Self::from_value`] that also returns the parsed Ignition config, so a caller that needs
-    /// both parses (and decodes the data URLs of) a large config once, not twice.
-    pub fn from_value_parsed(value: Value) -> Result<(Self, ParsedConfig), ParseError> {
+    /// both parses a large config once, not twice.
+    pub fn from_value_parsed(mut value: Value) -> Result<(Self, ParsedConfig), ParseError> {
         check_type_meta(&value, "MachineConfig")?;
-        let mc: MachineConfig = typed(value)?;
+        // The config's sources move into its table, not copied while the value is alive.
+        let config = take_config(&mut value).map(IgnitionJson::from_value);
+        Self::with_config(value, config)
+    }
+
+    /// A MachineConfig read by [`crate::ignition_json::parse_json_document`]: its config's sources stay spans of the
+    /// document's text. Nothing of the text is copied.
+    pub fn from_document(
+        mut value: Value,
+        sources: SourceTable,
+    ) -> Result<(Self, ParsedConfig), ParseError> {
+        check_type_meta(&value, "MachineConfig")?;
+        let config = take_config(&mut value).map(|c| IgnitionJson::from_parts(c, sources.clone()));
+        restore_sources(&mut value, &sources);
+        Self::with_config(value, config)
+    }
+
+    fn with_config(
+        value: Value,
+        config: Option<IgnitionJson>,
+    ) -> Result<(Self, ParsedConfig), ParseError> {
+        let mut mc: MachineConfig = typed(value)?;
         check_kernel_arguments(&mc.spec.kernel_arguments)?;
+        mc.spec.config = config;
         let parsed = mc.parsed_ignition()?;
         Ok((mc, parsed))
     }
@@ -193,15 +217,14 @@ impl MachineConfig {
     pub fn parsed_ignition(&self) -> Result<ParsedConfig, ParseError> {
         match &self.spec.config {
             None => Ok(empty_parsed()),
-            Some(Value::Object(m)) if m.is_empty() => Ok(empty_parsed()),
-            Some(v) => ParsedConfig::from_value(v.clone()).map_err(|e| e.under("$.spec.config")),
+            Some(c) if c.is_empty_object() => Ok(empty_parsed()),
+            Some(c) => c.parse().map_err(|e| e.under("$.spec.config")),
         }
     }
 
     /// The spec version `spec.config` declares, if it declares a supported one.
     pub fn config_version(&self) -> Option<SpecVersion> {
-        let v = self.spec.config.as_ref()?.get("ignition")?.get("version")?;
-        SpecVersion::parse(v.as_str()?).ok()
+        SpecVersion::parse(self.spec.config.as_ref()?.version()?).ok()
     }
 
     /// `spec.kernelType` with `""` read as `default`.
@@ -218,6 +241,12 @@ impl MachineConfig {
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| unreachable_json(&e))
     }
+}
+
+/// Takes `spec.config` out of a MachineConfig's value (`null` is no config).
+fn take_config(value: &mut Value) -> Option<Value> {
+    let config = value.get_mut("spec")?.as_object_mut()?.remove("config")?;
+    (!config.is_null()).then_some(config)
 }
 
 /// `""` → `default`; anything else unchanged.

@@ -213,8 +213,11 @@ fn user_policies_override_defaults_and_longest_prefix_wins() {
     }
     let keys = |k: &str| {
         let mut m = mc("x", json!([]), json!([]), json!({}));
-        m.spec.config = Some(json!({"ignition": {"version": "3.4.0"},
-            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": [k]}]}}));
+        m.spec.config = Some(
+            json!({"ignition": {"version": "3.4.0"},
+            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": [k]}]}})
+            .into(),
+        );
         m
     };
     let p = Plan::new(&keys("k1"), &keys("k2"), &o).unwrap();
@@ -409,7 +412,8 @@ fn json_shape_is_exact() {
     );
     let mut bad = mc("b", json!([]), json!([]), json!({}));
     bad.spec.config = Some(
-        json!({"ignition": {"version": "3.4.0"}, "storage": {"directories": [{"path": "/d"}]}}),
+        json!({"ignition": {"version": "3.4.0"}, "storage": {"directories": [{"path": "/d"}]}})
+            .into(),
     );
     let un = Plan::new(&mc("a", json!([]), json!([]), json!({})), &bad, &opts()).unwrap();
     let v: Value = serde_json::from_str(&un.to_json()).unwrap();

@@ -6,7 +6,7 @@ use machine_config::mco::EMPTY_CONFIG_NAME;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::reason;
 use machine_config::plan::Plan;
-use machine_config::{MachineConfig, MachineConfigSpec};
+use machine_config::{IgnitionJson, MachineConfig, MachineConfigSpec};
 use serde_json::{Map, Value};
 
 use super::policy::ActivePolicy;
@@ -441,13 +441,13 @@ fn interrupted(rec: &mut UpdateRecord, what: &str) -> Step {
 fn first_application_baseline(desired: &MachineConfig) -> MachineConfig {
     let mut config = Map::new();
     if let Some(cfg) = &desired.spec.config {
-        if let Some(version) = cfg.get("ignition").and_then(|i| i.get("version")) {
+        if let Some(version) = cfg.section(&["ignition", "version"]) {
             config.insert("ignition".into(), serde_json::json!({ "version": version }));
         }
         let mut storage = Map::new();
         for key in ["directories", "links"] {
-            if let Some(v) = cfg.get("storage").and_then(|s| s.get(key)) {
-                storage.insert(key.into(), v.clone());
+            if let Some(v) = cfg.section(&["storage", key]) {
+                storage.insert(key.into(), v);
             }
         }
         if !storage.is_empty() {
@@ -457,7 +457,7 @@ fn first_application_baseline(desired: &MachineConfig) -> MachineConfig {
     MachineConfig::new(
         EMPTY_CONFIG_NAME,
         MachineConfigSpec {
-            config: (!config.is_empty()).then_some(Value::Object(config)),
+            config: (!config.is_empty()).then(|| IgnitionJson::from_value(Value::Object(config))),
             ..MachineConfigSpec::default()
         },
     )

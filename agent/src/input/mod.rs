@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
 use machine_config::mco::paths::{CURRENT_CONFIG, SERVED_CONTENT};
-use machine_config::{Config, MachineConfig, MachineConfigSpec, ParsedConfig};
+use machine_config::{Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig};
 use serde_json::Value;
 
 use crate::rootfs::{Owner, Root};
@@ -47,7 +47,10 @@ impl LoadedConfig {
                 "$: neither a MachineConfig (no kind/apiVersion) nor an Ignition config (no ignition section)"
             );
         }
-        let parsed = ParsedConfig::from_value(value.clone())?;
+        // The config's sources move into a shared table: the wrapped MachineConfig and the
+        // parsed config hold them once, not twice.
+        let config = IgnitionJson::from_value(value);
+        let parsed = config.parse()?;
         if parsed
             .config
             .storage
@@ -71,7 +74,7 @@ impl LoadedConfig {
         let mc = MachineConfig::new(
             name,
             MachineConfigSpec {
-                config: Some(value),
+                config: Some(config),
                 ..MachineConfigSpec::default()
             },
         );

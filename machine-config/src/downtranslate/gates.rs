@@ -56,7 +56,8 @@ fn walk(value: &mut Value, shape: &Shape, at: &At, minor: u8, problems: &mut Vec
             }
         }
         (shape, value) => {
-            for gate in schema::value_gates(shape, value).filter(|g| g.since > minor) {
+            let text = value.as_str().unwrap_or_default();
+            for gate in schema::value_gates(shape, text, value).filter(|g| g.since > minor) {
                 let why = format!(
                     "{} are not supported before spec 3.{}.0",
                     gate.many, gate.since

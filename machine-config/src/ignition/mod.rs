@@ -18,6 +18,7 @@ pub use validate::go_octal;
 pub use validate::validate;
 
 use crate::error::{Issue, ParseError, describe_value, quoted, serde_issue};
+use crate::source::SourceTable;
 
 /// A spec version this crate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -140,7 +141,23 @@ impl ParsedConfig {
     }
 
     /// Parses a config already decoded to a JSON value (e.g. `spec.config` of a MachineConfig).
-    pub fn from_value(mut value: Value) -> Result<ParsedConfig, ParseError> {
+    pub fn from_value(value: Value) -> Result<ParsedConfig, ParseError> {
+        Self::parse_value(value, None)
+    }
+
+    /// Parses a value whose `source` strings are indexes into `sources` (an
+    /// [`IgnitionJson`](crate::IgnitionJson)'s): the config's sources are those, shared.
+    pub(crate) fn from_value_sharing(
+        value: Value,
+        sources: &SourceTable,
+    ) -> Result<ParsedConfig, ParseError> {
+        Self::parse_value(value, Some(sources))
+    }
+
+    fn parse_value(
+        mut value: Value,
+        sources: Option<&SourceTable>,
+    ) -> Result<ParsedConfig, ParseError> {
         if !value.is_object() {
             return Err(ParseError::Invalid(vec![Issue::new(
                 "$",
@@ -151,21 +168,21 @@ impl ParsedConfig {
         let mut report = schema::GateReport::default();
         let config = match version {
             SpecVersion::V2_2 => {
-                schema::gate(&mut value, &schema::V2_2, version, &mut report);
+                schema::gate(&mut value, &schema::V2_2, version, sources, &mut report);
                 if !report.errors.is_empty() {
                     return Err(ParseError::Invalid(report.errors));
                 }
-                let v2: v2::Config = typed(value)?;
+                let v2: v2::Config = typed_sharing(value, sources)?;
                 let translated = v2::translate(v2).map_err(ParseError::Invalid)?;
                 report.warnings.extend(translated.warnings);
                 translated.config
             }
             v => {
-                schema::gate(&mut value, &schema::V3, v, &mut report);
+                schema::gate(&mut value, &schema::V3, v, sources, &mut report);
                 if !report.errors.is_empty() {
                     return Err(ParseError::Invalid(report.errors));
                 }
-                let mut c: Config = typed(value)?;
+                let mut c: Config = typed_sharing(value, sources)?;
                 c.ignition.version = INTERNAL_VERSION.to_string();
                 c
             }
@@ -232,6 +249,17 @@ fn declared_version(value: &Value) -> Result<SpecVersion, ParseError> {
 pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ParseError> {
     serde_path_to_error::deserialize(&value)
         .map_err(|e| ParseError::Invalid(vec![serde_issue(e, &value)]))
+}
+
+/// [`typed`], reading `source` strings as indexes into `sources` when given.
+fn typed_sharing<T: DeserializeOwned>(
+    value: Value,
+    sources: Option<&SourceTable>,
+) -> Result<T, ParseError> {
+    match sources {
+        Some(sources) => sources.resolving(|| typed(value)),
+        None => typed(value),
+    }
 }
 
 /// Lexically cleans an absolute path like Go's `path.Clean` (`/a/./b/../c` → `/a/c`).

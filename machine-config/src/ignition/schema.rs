@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::error::Issue;
 use crate::ignition::SpecVersion;
+use crate::source::SourceTable;
 
 /// What a field holds.
 pub(crate) enum Shape {
@@ -69,8 +70,8 @@ impl Shape {
 pub(crate) struct ValueGate {
     /// The shape of the fields whose values it gates.
     holder: fn(&Shape) -> bool,
-    /// Whether a value is one it gates.
-    applies: fn(&Value) -> bool,
+    /// Whether a value is one it gates, given its text (empty for a non-string) and itself.
+    applies: fn(&str, &Value) -> bool,
     /// First 3.x minor that accepts the value.
     pub since: u8,
     /// Whether parsing gates it too (else only down-translation does).
@@ -85,7 +86,7 @@ pub(crate) struct ValueGate {
 pub(crate) const VALUE_GATES: &[ValueGate] = &[
     ValueGate {
         holder: |s| matches!(s, Shape::Hash),
-        applies: |v| text(v).starts_with("sha256-"),
+        applies: |text, _| text.starts_with("sha256-"),
         since: 1,
         parse: true,
         one: "a sha256 hash",
@@ -93,7 +94,7 @@ pub(crate) const VALUE_GATES: &[ValueGate] = &[
     },
     ValueGate {
         holder: |s| matches!(s, Shape::Source),
-        applies: |v| text(v).starts_with("gs://"),
+        applies: |text, _| text.starts_with("gs://"),
         since: 2,
         parse: true,
         one: "a gs:// source",
@@ -101,7 +102,7 @@ pub(crate) const VALUE_GATES: &[ValueGate] = &[
     },
     ValueGate {
         holder: |s| matches!(s, Shape::FsFormat),
-        applies: |v| text(v) == "none",
+        applies: |text, _| text == "none",
         since: 3,
         parse: true,
         one: "filesystem format \"none\"",
@@ -109,7 +110,7 @@ pub(crate) const VALUE_GATES: &[ValueGate] = &[
     },
     ValueGate {
         holder: |s| matches!(s, Shape::Source),
-        applies: |v| text(v).starts_with("arn:"),
+        applies: |text, _| text.starts_with("arn:"),
         since: 4,
         parse: true,
         one: "a arn: source",
@@ -117,7 +118,7 @@ pub(crate) const VALUE_GATES: &[ValueGate] = &[
     },
     ValueGate {
         holder: |s| matches!(s, Shape::Mode),
-        applies: |v| v.as_i64().is_some_and(|m| m & 0o7000 != 0),
+        applies: |_, v| v.as_i64().is_some_and(|m| m & 0o7000 != 0),
         since: 4,
         parse: false,
         one: "a mode with setuid/setgid/sticky bits",
@@ -125,18 +126,16 @@ pub(crate) const VALUE_GATES: &[ValueGate] = &[
     },
 ];
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or_default()
-}
-
-/// The gates that `value`, held by a field of `shape`, is subject to.
+/// The gates that `value`, held by a field of `shape`, is subject to. `text` is the string the
+/// value stands for (a source's, when the value is its index in a [`SourceTable`]).
 pub(crate) fn value_gates<'a>(
     shape: &'a Shape,
+    text: &'a str,
     value: &'a Value,
 ) -> impl Iterator<Item = &'static ValueGate> + 'a {
     VALUE_GATES
         .iter()
-        .filter(move |g| (g.holder)(shape) && (g.applies)(value))
+        .filter(move |g| (g.holder)(shape) && (g.applies)(text, value))
 }
 
 pub(super) const fn f(name: &'static str, since: u8, shape: Shape) -> Field {
@@ -159,28 +158,34 @@ pub(crate) struct GateReport {
 
 /// Checks `value` against `shape` for a config declaring `declared`, removing unknown keys.
 /// Spec 2.2 tables gate no field; 2.2 takes the values 3.0 takes (only `sha512-` hashes, no
-/// `gs://` or `arn:` sources).
+/// `gs://` or `arn:` sources). With `sources`, the value's sources are indexes into it.
 pub(crate) fn gate(
     value: &mut Value,
     shape: &Shape,
     declared: SpecVersion,
+    sources: Option<&SourceTable>,
     report: &mut GateReport,
 ) {
     let minor = match declared {
         SpecVersion::V2_2 => 0,
         v => u8::try_from(v.major_minor().1).unwrap_or(u8::MAX),
     };
-    let gate = Gate { declared, minor };
+    let gate = Gate {
+        declared,
+        minor,
+        sources,
+    };
     walk(value, shape, &gate, "$", report);
 }
 
-struct Gate {
+struct Gate<'a> {
+    sources: Option<&'a SourceTable>,
     declared: SpecVersion,
     /// The 3.x minor whose fields and values the declared version accepts.
     minor: u8,
 }
 
-impl Gate {
+impl Gate<'_> {
     fn needs(&self, path: &str, what: &str, since: u8) -> Issue {
         let message = if self.declared == SpecVersion::V2_2 {
             format!("{what} is not supported by spec 2.2.0 (it needs spec 3.{since}.0 or later)")
@@ -225,7 +230,11 @@ fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut 
             }
         }
         (shape, value) => {
-            for g in value_gates(shape, value).filter(|g| g.parse && g.since > gate.minor) {
+            let text = match (shape, value.as_str(), gate.sources) {
+                (Shape::Source, Some(index), Some(sources)) => sources.text(index),
+                (_, text, _) => text.unwrap_or_default(),
+            };
+            for g in value_gates(shape, text, value).filter(|g| g.parse && g.since > gate.minor) {
                 report.errors.push(gate.needs(path, g.one, g.since));
             }
         }

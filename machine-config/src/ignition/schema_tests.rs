@@ -90,7 +90,8 @@ fn value_gates_by_the_field_holding_the_value() {
         (&Shape::Leaf, json!(0o1777), &[]),
     ];
     for (shape, value, minors) in cases {
-        let found: Vec<u8> = value_gates(shape, value).map(|g| g.since).collect();
+        let text = value.as_str().unwrap_or_default();
+        let found: Vec<u8> = value_gates(shape, text, value).map(|g| g.since).collect();
         assert_eq!(found, *minors, "{value}");
     }
 }

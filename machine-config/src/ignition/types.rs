@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::source::Source;
+
 /// The `version` every parsed config carries once translated to the internal form.
 pub const INTERNAL_VERSION: &str = "3.5.0";
 
@@ -99,7 +101,7 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<Source>,
     #[serde(default, skip_serializing_if = "Verification::is_empty")]
     pub verification: Verification,
 }

@@ -30,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::Value;
 
 use crate::ignition::Config;
+use crate::ignition_json::IgnitionJson;
 use crate::machineconfig::{
     API_VERSION, KERNEL_TYPE_64K_PAGES, KERNEL_TYPE_DEFAULT, KERNEL_TYPE_REALTIME, MachineConfig,
     MachineConfigSpec,
@@ -175,7 +176,7 @@ pub fn merge_specs(
     let mut spec = MachineConfigSpec {
         os_image_url: options.os_image_url.clone(),
         base_os_extensions_container_image: options.base_os_extensions_container_image.clone(),
-        config: Some(config),
+        config: Some(IgnitionJson::from_value(config)),
         ..MachineConfigSpec::default()
     };
     let mut kernel_type = String::new();

@@ -1,5 +1,6 @@
 //! Rebootless updates, refusals before anything is written, and failures rolled back.
 
+use machine_config::IgnitionJson;
 use machine_config::mco::NodeState;
 
 use super::*;
@@ -74,8 +75,9 @@ async fn an_unreconcilable_config_changes_nothing() {
     let node = Node::new();
     node.provision(&a()).await;
     let mut bad = mc("rendered-bad", &[(CRIO_POLICY, "x")], &[], IMAGE);
-    bad.spec.config.as_mut().unwrap()["storage"]["disks"] =
-        json!([{"device": "/dev/vdb", "wipeTable": true}]);
+    let mut config = bad.spec.config.take().unwrap().to_value();
+    config["storage"]["disks"] = json!([{"device": "/dev/vdb", "wipeTable": true}]);
+    bad.spec.config = Some(IgnitionJson::from_value(config));
     let report = node.engine().update(&bad, false).await;
     match &report.outcome {
         Outcome::Unreconcilable(r) => {

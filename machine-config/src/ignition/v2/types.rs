@@ -4,6 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ignition::types as v3;
+use crate::source::Source;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -35,7 +36,7 @@ pub(crate) struct IgnitionConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct Reference {
-    pub(crate) source: String,
+    pub(crate) source: Source,
     pub(crate) verification: v3::Verification,
 }
 
@@ -134,7 +135,7 @@ pub(crate) struct File {
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct Contents {
     pub(crate) compression: String,
-    pub(crate) source: String,
+    pub(crate) source: Source,
     pub(crate) verification: v3::Verification,
 }
 
