@@ -116,7 +116,8 @@ fn copy_node(
         }
         FileKind::File => match root.open_nofollow(from)? {
             Opened::File(mut f, info) => {
-                let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
+                // No buffer sized from st_size: a sparse file claims any size it likes.
+                let mut buf = Vec::new();
                 std::io::Read::read_to_end(&mut f, &mut buf)
                     .map_err(|e| RootError::io("read", from, e))?;
                 match durability {

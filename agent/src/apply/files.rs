@@ -11,9 +11,9 @@ use crate::rootfs::{Opened, Owner, Root, RootError};
 /// Writes `file` unless the disk already holds exactly it; keeps the original first.
 pub(crate) fn write_file(
     root: &Root,
-    file: &PreparedFile,
+    file: &PreparedFile<'_>,
     out: &mut ApplyOutcome,
-) -> Result<(), RootError> {
+) -> anyhow::Result<()> {
     backup::record_original(root, &file.path)?;
     if write_if_different(root, file)? {
         out.files_written.push(file.path.display().to_string());
@@ -24,11 +24,12 @@ pub(crate) fn write_file(
 }
 
 /// Writes `file` unless the disk already holds exactly it (no backup). Returns whether it wrote.
-pub(crate) fn write_if_different(root: &Root, file: &PreparedFile) -> Result<bool, RootError> {
-    if holds(root, &file.path, &file.contents, file.mode, file.owner)? {
+pub(crate) fn write_if_different(root: &Root, file: &PreparedFile<'_>) -> anyhow::Result<bool> {
+    let contents = file.contents.bytes()?;
+    if holds(root, &file.path, &contents, file.mode, file.owner)? {
         return Ok(false);
     }
-    root.write_atomic(&file.path, &file.contents, file.mode, file.owner)?;
+    root.write_atomic(&file.path, &contents, file.mode, file.owner)?;
     tracing::info!(path = %file.path.display(), mode = format!("{:04o}", file.mode), "wrote file");
     Ok(true)
 }
@@ -124,8 +125,43 @@ fn holds(
     if info.permissions() != mode || info.owner != owner || info.size != contents.len() as u64 {
         return Ok(false);
     }
-    let mut current = Vec::with_capacity(contents.len());
-    f.read_to_end(&mut current)
-        .map_err(|e| RootError::io("read", path, e))?;
-    Ok(current == contents)
+    same_bytes(&mut f, contents).map_err(|e| RootError::io("read", path, e))
+}
+
+/// Whether `reader` yields exactly `expected`, read in chunks and stopped at the first
+/// difference: no buffer as large as the file (which may have grown since it was stat'ed).
+fn same_bytes(reader: &mut impl Read, expected: &[u8]) -> std::io::Result<bool> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut offset = 0;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(offset == expected.len());
+        }
+        if expected.get(offset..offset + n) != Some(&buf[..n]) {
+            return Ok(false);
+        }
+        offset += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn a_stream_is_compared_chunk_by_chunk_to_its_end() {
+        let long = vec![7u8; 200 * 1024];
+        assert!(same_bytes(&mut long.as_slice(), &long).unwrap());
+        assert!(same_bytes(&mut &b""[..], b"").unwrap());
+        assert!(!same_bytes(&mut &long[..long.len() - 1], &long).unwrap());
+        assert!(!same_bytes(&mut long.as_slice(), &long[..long.len() - 1]).unwrap());
+        let mut other = long.clone();
+        other[150 * 1024] = 8;
+        assert!(!same_bytes(&mut other.as_slice(), &long).unwrap());
+    }
 }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use super::ApplyOutcome;
 use super::files;
-use super::prepare::{PreparedFile, PreparedPasswd};
+use super::prepare::{FileContents, PreparedFile, PreparedPasswd};
 use crate::rootfs::accounts::User;
 use crate::rootfs::{Owner, Root, shadow};
 
@@ -86,7 +86,7 @@ fn write_keys(
     root.create_dir(&ssh.join("authorized_keys.d"), SSH_DIR_MODE, owner)?;
     let keys = PreparedFile {
         path: authorized_keys_path(home),
-        contents: keys.as_bytes().to_vec(),
+        contents: FileContents::Bytes(keys.as_bytes().to_vec()),
         mode: KEYS_MODE,
         owner,
     };

@@ -3,11 +3,12 @@
 //! current→desired sets (units to write, stale files, drop-ins and units), and paths that
 //! cannot be written (a directory where a file goes, a parent that is a file).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use machine_config::ignition::NodeOwner;
-use machine_config::{Config, Unit};
+use machine_config::{Config, DecodeError, File, Unit};
 
 use super::InputError;
 use crate::rootfs::accounts::Accounts;
@@ -30,12 +31,36 @@ const REGISTRY_CERTS_DIR: &str = "/etc/docker/certs.d";
 
 /// A file to write.
 #[derive(Debug)]
-pub(crate) struct PreparedFile {
+pub(crate) struct PreparedFile<'c> {
     pub path: PathBuf,
-    pub contents: Vec<u8>,
+    pub contents: FileContents<'c>,
     pub mode: u32,
     pub owner: Owner,
 }
+
+/// What a file is to contain.
+#[derive(Debug)]
+pub(crate) enum FileContents<'c> {
+    /// A config file's contents, decoded again when it is written: prepare decodes each file
+    /// once to check it and lets it go, so an apply holds one decoded file at a time.
+    Config(&'c File),
+    /// Contents the agent builds (the SSH keys file).
+    Bytes(Vec<u8>),
+}
+
+impl FileContents<'_> {
+    /// The bytes to write.
+    pub fn bytes(&self) -> Result<Cow<'_, [u8]>, DecodeError> {
+        match self {
+            FileContents::Config(f) => f.decoded_contents().map(Cow::Owned),
+            FileContents::Bytes(b) => Ok(Cow::Borrowed(b)),
+        }
+    }
+}
+
+/// Upper bound on the decoded contents of all of a config's files together: each file is
+/// capped on its own (a gzip bomb), and this caps what a config of many of them writes.
+pub const MAX_CONFIG_CONTENTS_BYTES: u64 = 1 << 30;
 
 /// A directory to create (first application only).
 #[derive(Debug)]
@@ -72,7 +97,7 @@ pub(crate) struct PreparedPasswd {
 #[derive(Debug)]
 pub(crate) struct Prepared<'c> {
     pub dirs: Vec<PreparedDir>,
-    pub files: Vec<PreparedFile>,
+    pub files: Vec<PreparedFile<'c>>,
     pub links: Vec<PreparedLink>,
     /// Units of the desired config to write (added or changed, or all when forced).
     pub units: Vec<&'c Unit>,
@@ -106,6 +131,7 @@ pub(crate) fn prepare<'c>(
 ) -> Result<Prepared<'c>, InputError> {
     let prefix = mode.field_prefix;
     let mut files = Vec::with_capacity(new.storage.files.len());
+    let mut total: u64 = 0;
     for (i, f) in new.storage.files.iter().enumerate() {
         let field = format!("{prefix}.storage.files.{i}");
         if !f.append.is_empty() {
@@ -114,14 +140,26 @@ pub(crate) fn prepare<'c>(
                 format!("file {:?} includes append, which is not supported", f.path),
             ));
         }
-        let contents = f
+        // Decoded to check it (data URL, gzip, hash), then let go (see FileContents).
+        let size = f
             .decoded_contents()
-            .map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?;
+            .map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?
+            .len() as u64;
+        total = total.saturating_add(size);
+        if total > MAX_CONFIG_CONTENTS_BYTES {
+            return Err(InputError::new(
+                format!("{field}.contents"),
+                format!(
+                    "file {:?} takes the config's decoded contents past {MAX_CONFIG_CONTENTS_BYTES} bytes",
+                    f.path
+                ),
+            ));
+        }
         let owner = resolve_owner(accounts, &f.user, &f.group, &field)?;
         check_writable_path(root, &f.path, &field, false)?;
         files.push(PreparedFile {
             path: PathBuf::from(&f.path),
-            contents,
+            contents: FileContents::Config(f),
             mode: f.mode_or_default(),
             owner,
         });

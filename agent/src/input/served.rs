@@ -111,23 +111,58 @@ pub async fn fetch(
         .await
         .map_err(|e| anyhow::anyhow!(describe_send_error(url, &e)))?;
     let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .with_context(|| format!("reading the answer of {url}"))?;
     if !status.is_success() {
-        let text = String::from_utf8_lossy(&body[..body.len().min(500)])
-            .trim()
-            .to_string();
+        // Only the start of an error answer is shown; the rest is not read.
+        let body = read_capped(response, ERROR_EXCERPT, url).await;
+        let text = match &body {
+            Ok(b) | Err(BodyError::TooLarge(b)) => String::from_utf8_lossy(b).trim().to_string(),
+            Err(BodyError::Read(e)) => format!("(its body could not be read: {e:#})"),
+        };
         bail!("{url} answered {status}: {text}");
     }
-    if body.len() > MAX_BODY {
-        bail!(
-            "{url}: the config is {} bytes, more than {MAX_BODY}",
-            body.len()
-        );
+    if let Some(length) = response.content_length().filter(|&l| l > MAX_BODY as u64) {
+        bail!("{url}: the config is {length} bytes, more than {MAX_BODY}");
     }
-    Ok(body.to_vec())
+    match read_capped(response, MAX_BODY, url).await {
+        Ok(body) => Ok(body),
+        Err(BodyError::TooLarge(_)) => bail!("{url}: the config is more than {MAX_BODY} bytes"),
+        Err(BodyError::Read(e)) => Err(e),
+    }
+}
+
+/// How much of an error answer's body is shown.
+const ERROR_EXCERPT: usize = 500;
+
+enum BodyError {
+    /// The body goes on past the cap: the first `cap` bytes.
+    TooLarge(Vec<u8>),
+    Read(anyhow::Error),
+}
+
+/// The body of `response`, read chunk by chunk and refused as soon as it passes `cap` bytes (a
+/// server that lies about, or omits, its length cannot make the agent buffer more).
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+    url: &str,
+) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::new();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .with_context(|| format!("reading the answer of {url}"))
+            .map_err(BodyError::Read)?;
+        let Some(chunk) = chunk else {
+            return Ok(body);
+        };
+        if body.len() + chunk.len() > cap {
+            let room = cap - body.len();
+            body.extend_from_slice(&chunk[..room]);
+            return Err(BodyError::TooLarge(body));
+        }
+        body.extend_from_slice(&chunk);
+    }
 }
 
 /// The rustls error in `err`, which may sit inside (nested) `io::Error`s, whose `source()`
@@ -186,4 +221,25 @@ pub fn served_machine_config(body: &[u8]) -> Result<MachineConfig> {
         bail!("{SERVED_CONTENT}: the MachineConfig has no name");
     }
     Ok(mc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(body: &'static [u8]) -> reqwest::Response {
+        reqwest::Response::from(http::Response::new(body))
+    }
+
+    #[tokio::test]
+    async fn a_body_is_refused_once_it_passes_the_cap() {
+        let url = "http://server/config";
+        let body = read_capped(response(b"0123456789"), 10, url).await;
+        assert!(matches!(body, Ok(b) if b == b"0123456789"));
+        match read_capped(response(b"0123456789"), 4, url).await {
+            Err(BodyError::TooLarge(start)) => assert_eq!(start, b"0123"),
+            Err(BodyError::Read(e)) => panic!("read error: {e:#}"),
+            Ok(b) => panic!("a body past the cap was read whole: {} bytes", b.len()),
+        }
+    }
 }

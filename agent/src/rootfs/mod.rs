@@ -223,8 +223,9 @@ impl Root {
             return Ok(None);
         };
         match self.open_nofollow(&target) {
-            Ok(Opened::File(mut f, info)) => {
-                let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
+            Ok(Opened::File(mut f, _)) => {
+                // No buffer sized from st_size: a sparse file claims any size it likes.
+                let mut buf = Vec::new();
                 f.read_to_end(&mut buf)
                     .map_err(|e| RootError::io("read", path, e))?;
                 Ok(Some(buf))

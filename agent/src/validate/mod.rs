@@ -17,6 +17,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use machine_config::{Config, File, Unit};
+use sha2::{Digest as _, Sha256};
 
 use crate::rootfs::accounts::Accounts;
 use crate::rootfs::{FileKind, Opened, Owner, Root, RootError, go_error_text};
@@ -323,16 +324,24 @@ fn check_file(
             return;
         }
     };
-    let mut contents = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
-    if let Err(e) = file.read_to_end(&mut contents) {
-        let message = format!(
-            "could not read file {quoted}: read {path}: {}",
-            go_error_text(&e)
-        );
-        out.push(mismatch(MismatchKind::Unreadable, message, None));
-        return;
-    }
-    let found = || Some(Facts::of_contents(info.permissions(), &contents));
+    let on_disk = match compare_stream(&mut file, expected) {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!(
+                "could not read file {quoted}: read {path}: {}",
+                go_error_text(&e)
+            );
+            out.push(mismatch(MismatchKind::Unreadable, message, None));
+            return;
+        }
+    };
+    let found = || {
+        Some(Facts::of_digest(
+            info.permissions(),
+            on_disk.size,
+            on_disk.sha256.clone(),
+        ))
+    };
     let found_mode = go_file_mode(info.mode);
     if found_mode != mode {
         let message = format!(
@@ -342,7 +351,7 @@ fn check_file(
         );
         out.push(mismatch(MismatchKind::Mode, message, found()));
     }
-    if contents != expected {
+    if !on_disk.equal {
         out.push(mismatch(
             MismatchKind::Content,
             format!("content mismatch for file {quoted}"),
@@ -358,6 +367,38 @@ fn check_file(
             info.owner,
         ));
     }
+}
+
+/// What reading a file while comparing it with the expected contents found.
+struct OnDisk {
+    equal: bool,
+    size: u64,
+    /// Lowercase hex, for the report.
+    sha256: String,
+}
+
+/// Reads `file` in fixed-size chunks, comparing them with `expected` and hashing them: memory
+/// stays one buffer whatever the file's size (it may be any file a user put at a config path).
+fn compare_stream(file: &mut impl Read, expected: &[u8]) -> std::io::Result<OnDisk> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut hasher = Sha256::new();
+    let (mut equal, mut size) = (true, 0usize);
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        equal = equal && expected.get(size..size + n) == Some(&buf[..n]);
+        size += n;
+    }
+    Ok(OnDisk {
+        equal: equal && size == expected.len(),
+        size: size as u64,
+        sha256: hex::encode(hasher.finalize()),
+    })
 }
 
 /// Facts about whatever is at `path` that is not a readable regular file.

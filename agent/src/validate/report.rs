@@ -68,6 +68,17 @@ impl Facts {
         }
     }
 
+    /// A regular file's facts from its size and sha256 (lowercase hex), read as a stream.
+    pub fn of_digest(mode: u32, size: u64, sha256: String) -> Self {
+        Facts {
+            kind: Some("file"),
+            mode: Some(octal(mode)),
+            size: Some(size),
+            sha256: Some(sha256),
+            ..Facts::default()
+        }
+    }
+
     fn describe(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         if let Some(k) = self.kind
