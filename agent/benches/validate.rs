@@ -1,7 +1,8 @@
 //! Benchmark (`cargo bench -p mco-agent --bench validate`): a realistic rendered config (over 300
 //! files, over 8 MiB, a few large CA bundles, some gzip-compressed, units with drop-ins) applied
 //! to a temp root with `mco-agent once-from`, then `mco-agent validate` timed against a plain read
-//! of the same files, and the peak RSS of `once-from` (getrusage of the child).
+//! of the same files, and the peak RSS of `once-from` (getrusage of the child) for the config
+//! and for configs twice and four times its size (how peak memory grows with the config).
 //!
 //! Only runs under `cargo bench` (`--bench`); listed by a test runner, it has no tests.
 
@@ -24,10 +25,15 @@ fn main() {
         return;
     }
     let agent = PathBuf::from(env!("CARGO_BIN_EXE_mco-agent"));
+    if let Some(scale) = args.iter().position(|a| a == PEAK_RSS_ARG) {
+        let scale: usize = args[scale + 1].parse().expect("scale");
+        println!("{}", once_from_peak_rss_kib(&agent, scale));
+        return;
+    }
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("root");
     seed_root(&root);
-    let (config, stats) = generate_config();
+    let (config, stats) = generate_config(1);
     let config_path = tmp.path().join("rendered-worker-bench.json");
     std::fs::write(&config_path, &config).expect("write config");
 
@@ -113,8 +119,61 @@ fn main() {
         "once-from peak RSS: {:.1} MiB",
         peak_rss_kib as f64 / 1024.0
     );
+    for scale in SCALES {
+        let (config, stats) = generate_config(scale);
+        let _ = writeln!(
+            report,
+            "once-from peak RSS, config x{scale} ({} files, {:.1} MiB of contents, JSON {:.1} MiB): {:.1} MiB",
+            stats.files,
+            stats.bytes as f64 / 1048576.0,
+            config.len() as f64 / 1048576.0,
+            peak_rss_in_child(scale) as f64 / 1024.0
+        );
+    }
     print!("{report}");
     std::io::stdout().flush().ok();
+}
+
+/// The config sizes peak memory is measured at (multiples of the benchmark config).
+const SCALES: [usize; 3] = [1, 2, 4];
+/// Runs this benchmark in a child that measures one `once-from` of a config of that scale: a
+/// process's RUSAGE_CHILDREN peak is the largest child's so far, so each size gets its own.
+const PEAK_RSS_ARG: &str = "--once-from-peak-rss";
+
+fn peak_rss_in_child(scale: usize) -> i64 {
+    let out = Command::new(std::env::current_exe().expect("current exe"))
+        .args(["--bench", PEAK_RSS_ARG, &scale.to_string()])
+        .output()
+        .expect("run the benchmark's child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("peak RSS")
+}
+
+/// Applies the config of `scale` to a fresh root with `once-from`; its peak RSS.
+fn once_from_peak_rss_kib(agent: &Path, scale: usize) -> i64 {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = tmp.path().join("root");
+    seed_root(&root);
+    let config_path = tmp.path().join("rendered-worker-bench.json");
+    std::fs::write(&config_path, generate_config(scale).0).expect("write config");
+    run(
+        agent,
+        &[
+            "once-from",
+            path(&config_path),
+            "--root",
+            path(&root),
+            "--skip-reboot",
+        ],
+    );
+    children_peak_rss_kib()
 }
 
 /// Whose CPU time a measurement counts.
@@ -280,11 +339,12 @@ fn gzip_url(bytes: &[u8]) -> String {
 
 /// A rendered MachineConfig as an OpenShift worker pool would have: many small config files, a
 /// few large CA bundles, some files gzip-compressed, units with drop-ins.
-fn generate_config() -> (Vec<u8>, Stats) {
+/// `scale` multiplies the number of bundles and of small files (1: the benchmark config).
+fn generate_config(scale: usize) -> (Vec<u8>, Stats) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut files = Vec::new();
     let mut bytes = 0usize;
-    let bundles = 4;
+    let bundles = 4 * scale;
     for i in 0..bundles {
         let pem = rng.ca_bundle(1200);
         bytes += pem.len();
@@ -300,7 +360,7 @@ fn generate_config() -> (Vec<u8>, Stats) {
         "/etc/mco/app",
         "/usr/local/bin",
     ];
-    for i in 0..320 {
+    for i in 0..320 * scale {
         let dir = dirs[i % dirs.len()];
         let len = 500 + (rng.next() % 12_000) as usize;
         let text = rng.text(len);
@@ -310,7 +370,7 @@ fn generate_config() -> (Vec<u8>, Stats) {
         } else {
             b64_url(text.as_bytes())
         };
-        let mut f = serde_json::json!({"path": format!("{dir}/file-{i:03}.conf"), "mode": if dir == "/usr/local/bin" { 493 } else { 420 }, "overwrite": true, "contents": {"source": source}});
+        let mut f = serde_json::json!({"path": format!("{dir}/file-{i:04}.conf"), "mode": if dir == "/usr/local/bin" { 493 } else { 420 }, "overwrite": true, "contents": {"source": source}});
         if i % 5 == 0 {
             f["contents"]["compression"] = "gzip".into();
         }
