@@ -38,7 +38,6 @@ const UNIT_FILE_MODE: u32 = 0o644;
 
 /// Validates `root` against `config` (named `config_name` in messages).
 pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationReport {
-    let mut mismatches = Vec::new();
     // Unreadable databases resolve no names: owners given by name are then reported.
     let accounts = Accounts::load(root).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot read the root's user database");
@@ -48,13 +47,7 @@ pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationRe
         root,
         accounts: &accounts,
     };
-    for file in &config.storage.files {
-        if SKIPPED_FILES.contains(&file.path.as_str()) {
-            tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
-            continue;
-        }
-        check_config_file(&check, file, &mut mismatches);
-    }
+    let mut mismatches = check_files(&check, &config.storage.files);
     let units = OfflineUnits::new(root);
     for unit in &config.systemd.units {
         check_unit(&check, &units, unit, &mut mismatches);
@@ -70,6 +63,46 @@ pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationRe
 struct Check<'a> {
     root: &'a Root,
     accounts: &'a Accounts,
+}
+
+/// Below this many files, one thread checks them all (starting threads costs more).
+const FILES_PER_THREAD: usize = 64;
+
+/// Checks `files` in order, the decoding and comparing spread over up to the machine's cores
+/// in contiguous shares, so the mismatches come out in the config's order.
+fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(files.len() / FILES_PER_THREAD)
+        .max(1);
+    let check_share = |share: &[File]| {
+        let mut out = Vec::new();
+        for file in share {
+            if SKIPPED_FILES.contains(&file.path.as_str()) {
+                tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
+                continue;
+            }
+            check_config_file(check, file, &mut out);
+        }
+        out
+    };
+    if threads == 1 {
+        return check_share(files);
+    }
+    let share = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(share)
+            .map(|chunk| scope.spawn(move || check_share(chunk)))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(found) => found,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {

@@ -243,3 +243,38 @@ fn report_lists_every_mismatch_with_facts_and_no_contents() {
     assert_eq!(v[1]["found"]["size"], 20);
     assert_eq!(v[0]["found"], serde_json::Value::Null);
 }
+
+#[test]
+fn many_files_are_checked_in_shares_and_reported_in_the_config_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let count = 4 * FILES_PER_THREAD + 3;
+    let files: Vec<serde_json::Value> = (0..count)
+        .map(|i| {
+            let path = format!("/etc/many/f{i:03}");
+            // Every seventh file drifted, the rest match.
+            let on_disk = if i % 7 == 0 { "drift" } else { "same" };
+            write(dir.path(), &path, on_disk, 0o644);
+            serde_json::json!({"path": path, "mode": 420, "contents": {"source": "data:,same"}})
+        })
+        .collect();
+    let config = Config::parse(
+        serde_json::json!({"ignition": {"version": "3.2.0"}, "storage": {"files": files}})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    let root = Root::open(dir.path()).unwrap();
+    let report = validate(&root, "rendered-worker-1", &config);
+    let drifted: Vec<String> = (0..count)
+        .filter(|i| i % 7 == 0)
+        .map(|i| format!("/etc/many/f{i:03}"))
+        .collect();
+    let found: Vec<&str> = report.mismatches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(found, drifted);
+    assert!(
+        report
+            .mismatches
+            .iter()
+            .all(|m| m.kind == MismatchKind::Content)
+    );
+}
