@@ -9,7 +9,6 @@ use crate::document::parse_value;
 use crate::error::{Issue, ParseError};
 use crate::ignition::{typed, unreachable_json};
 use crate::machineconfig::{check_type_meta_of, nullable};
-use crate::policy::ClusterPolicies;
 
 /// The name of the cluster's MachineConfiguration (the MCO's operator knobs object).
 pub const CLUSTER_NAME: &str = "cluster";
@@ -187,30 +186,6 @@ impl MachineConfiguration {
     /// metadata.generation`): the MCD uses the cluster's policies only then.
     pub fn policy_status_current(&self) -> bool {
         self.status.observed_generation == self.generation()
-    }
-
-    /// The cluster policies in the status.
-    pub fn status_policies(&self) -> ClusterPolicies {
-        ClusterPolicies::from_status(
-            self.status
-                .node_disruption_policy_status
-                .cluster_policies
-                .clone(),
-        )
-    }
-
-    /// The node disruption status the MCO's operator computes from the spec: the default
-    /// table with `spec.nodeDisruptionPolicy` merged in, and `observedGeneration` the object's
-    /// generation.
-    pub fn computed_policy_status(&self) -> MachineConfigurationStatus {
-        MachineConfigurationStatus {
-            observed_generation: self.generation(),
-            node_disruption_policy_status: NodeDisruptionPolicyStatus {
-                cluster_policies: ClusterPolicies::merged(&self.spec.node_disruption_policy)
-                    .policies()
-                    .clone(),
-            },
-        }
     }
 
     /// Serializes to compact JSON.

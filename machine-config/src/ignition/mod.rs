@@ -1,5 +1,6 @@
 //! Ignition configs: parsing of spec 2.2 and 3.0–3.5 into one internal (3.5) form, validation.
 
+pub mod hash;
 pub(crate) mod schema;
 mod schema_v2;
 mod schema_v3;

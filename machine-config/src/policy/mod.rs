@@ -13,7 +13,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::machineconfiguration::{
-    FilePolicy, NodeDisruptionPolicy, PolicyAction, ServiceRef, UnitPolicy,
+    FilePolicy, MachineConfiguration, MachineConfigurationStatus, NodeDisruptionPolicy,
+    NodeDisruptionPolicyStatus, PolicyAction, ServiceRef, UnitPolicy,
 };
 
 pub use decide::{Decided, Decision, Origin, Rule, Subject, decide};
@@ -198,4 +199,32 @@ pub fn drain_required(actions: &[Action], registries_unsafe: impl FnOnce() -> bo
         return true;
     }
     actions.contains(&Action::Special) && registries_unsafe()
+}
+
+/// The policies a `MachineConfiguration` carries, here rather than beside the type so that the
+/// model of the object does not depend on the policy logic built on it.
+impl MachineConfiguration {
+    /// The cluster policies in the status.
+    pub fn status_policies(&self) -> ClusterPolicies {
+        ClusterPolicies::from_status(
+            self.status
+                .node_disruption_policy_status
+                .cluster_policies
+                .clone(),
+        )
+    }
+
+    /// The node disruption status the MCO's operator computes from the spec: the default
+    /// table with `spec.nodeDisruptionPolicy` merged in, and `observedGeneration` the object's
+    /// generation.
+    pub fn computed_policy_status(&self) -> MachineConfigurationStatus {
+        MachineConfigurationStatus {
+            observed_generation: self.generation(),
+            node_disruption_policy_status: NodeDisruptionPolicyStatus {
+                cluster_policies: ClusterPolicies::merged(&self.spec.node_disruption_policy)
+                    .policies()
+                    .clone(),
+            },
+        }
+    }
 }

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use super::{Report, named, unique_strings};
-use crate::contents::parse_hash;
 use crate::dataurl;
 use crate::error::{describe_source, quoted};
+use crate::ignition::hash::parse_hash;
 use crate::ignition::types::{Config, Resource};
 
 /// What a resource is for, which decides the rules its source follows.
