@@ -6,7 +6,7 @@
 //! MachineConfig that carries it, or an update record's copy of either never copies the text.
 //!
 //! A [`SourceTable`] collects the sources of one document while it is read (see
-//! [`crate::IgnitionValue`]): in the JSON value the document leaves behind, each `source` string
+//! [`crate::IgnitionJson`]): in the JSON value the document leaves behind, each `source` string
 //! is replaced by its index in the table, so that neither the value nor the typed config holds
 //! a second copy.
 //!
@@ -130,7 +130,7 @@ impl Serialize for Source {
 }
 
 impl<'de> Deserialize<'de> for Source {
-    /// A string; while a [`SourceTable`] is being resolved (see [`SourceTable::resolving`]),
+    /// A string; while a [`SourceTable`] is being resolved (see `SourceTable::resolving`),
     /// the string is an index into it.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visit;

@@ -166,7 +166,7 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
 /// is tightened by the next write (a new file renamed over it).
 const CURRENT_CONFIG_MODE: u32 = 0o600;
 
-/// Records `mc` as the applied config (compact JSON, atomic, [`CURRENT_CONFIG_MODE`]).
+/// Records `mc` as the applied config (compact JSON, atomic, mode 0600).
 pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
     root.write_atomic(
         Path::new(CURRENT_CONFIG),

@@ -6,7 +6,7 @@
 //!
 //! Differences from the MCD, on purpose: a masked unit is checked even when it has no contents
 //! (the MCD skips every unit without contents, so it never checks a plain mask); and what an
-//! intruder would change besides modes and bytes is checked too (see [`identity`]): the owner of
+//! intruder would change besides modes and bytes is checked too (see the `identity` module): the owner of
 //! every managed file, unit and drop-in, core's SSH keys file and core's password hash.
 
 mod gofmt;
