@@ -1,7 +1,8 @@
 //! The config server's request handling: the input is a raw HTTP/1.1 request head, parsed with
 //! httparse (hyper's parser) into what hyper hands the server, then answered by
 //! `server::routes::respond` from the companion's test manifests (pools `worker` and `infra`, a
-//! per-node config for `worker-0`): routing, node identity, the `Accept` negotiation, serving.
+//! per-node config for `worker-0`), as an anonymous client or as node `worker-0` proven by its
+//! certificate: routing, node identity, the `Accept` negotiation, serving.
 //! Every answer has a known status and a true `Content-Length`; HEAD has no body; a config
 //! served is Ignition of the spec `negotiate` picked for the request's `Accept` header.
 #![no_main]
@@ -15,6 +16,7 @@ use libfuzzer_sys::fuzz_target;
 use machine_config::ParsedConfig;
 use machine_config::render::RenderOptions;
 use mco_companion::negotiate::negotiate;
+use mco_companion::server::Peer;
 use mco_companion::server::routes::respond;
 use mco_companion::standalone::Standalone;
 
@@ -51,16 +53,24 @@ fuzz_target!(|data: &[u8]| {
         headers.append(name, value);
     }
 
+    // Who the TLS layer says the client is: anonymous, or node worker-0 proven by its client
+    // certificate (chosen by the input's length, so both are explored).
+    let peer = if data.len() % 2 == 0 {
+        Peer::Node("worker-0".to_string())
+    } else {
+        Peer::Anonymous
+    };
     let response = respond(
         &*SOURCE,
         &method,
         &uri,
         &headers,
         "192.0.2.1:4000".parse().unwrap(),
+        &peer,
     );
     let status = response.status();
     assert!(
-        [200, 400, 404, 405, 500].contains(&status.as_u16()),
+        [200, 400, 403, 404, 405, 500].contains(&status.as_u16()),
         "unexpected status {status}"
     );
     let length: usize = response

@@ -12,7 +12,7 @@ use machine_config::ignition::{Resource, Verification};
 
 fn resource(source: String, compression: Option<&str>, hash: Option<String>) -> Resource {
     Resource {
-        source: Some(source),
+        source: Some(source.into()),
         compression: compression.map(str::to_string),
         verification: Verification { hash },
         ..Resource::default()
