@@ -45,6 +45,7 @@ async fn companion(dir: &Path) -> Companion {
     tokio::spawn(server::serve(
         listener,
         Some(tls),
+        None,
         source,
         Limits::default(),
         stopped,

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cluster::drain::schedule::DrainTimings;
+use crate::server::bootstrap::BootstrapTokens;
 use crate::server::{self, ConfigSource, Limits};
 use crate::standalone::Standalone;
 
@@ -24,6 +25,8 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// parsed once at start: the size of the largest variant costs nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print a pool's (or one node's) rendered MachineConfig from a manifests directory.
@@ -144,6 +147,16 @@ pub struct ServeArgs {
     /// served.
     #[arg(long, env = "MCO_COMPANION_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
+    /// First-boot bootstrap tokens: a directory with one file per node, named after the node
+    /// and holding its token (a Kubernetes Secret mounted as a volume has this layout). A node
+    /// that sends `Authorization: Bearer TOKEN` and `X-MCO-Node: NAME` over TLS (Ignition's
+    /// `httpHeaders` in its pointer config) gets its per-node config before it has a kubelet
+    /// certificate.
+    #[arg(long, env = "MCO_COMPANION_BOOTSTRAP_TOKENS")]
+    pub bootstrap_tokens: Option<PathBuf>,
+    /// Hours a bootstrap token stays valid after its file was written (0: no expiry).
+    #[arg(long, default_value_t = 24, requires = "bootstrap_tokens")]
+    pub bootstrap_token_hours: u64,
     /// Also serve plain HTTP here (the MCS's port 22624; never a per-node config).
     #[arg(long)]
     pub insecure_listen: Option<SocketAddr>,
@@ -219,6 +232,14 @@ fn render_command(args: &RenderArgs) -> Result<()> {
 
 async fn serve_command(args: ServeArgs) -> Result<()> {
     let tls = server::tls::server_config(&args.cert, &args.key, args.client_ca.as_deref())?;
+    let bootstrap = match &args.bootstrap_tokens {
+        Some(dir) => {
+            let lifetime = (args.bootstrap_token_hours > 0)
+                .then(|| Duration::from_secs(args.bootstrap_token_hours * 3600));
+            Some(Arc::new(BootstrapTokens::open(dir, lifetime)?))
+        }
+        None => None,
+    };
     let (stop, shutdown) = shutdown_on_signal();
     let mut tasks = tokio::task::JoinSet::new();
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
@@ -262,6 +283,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     tasks.spawn(server::serve(
         listener,
         Some(tls),
+        bootstrap.clone(),
         source.clone(),
         limits.clone(),
         shutdown.clone(),
@@ -274,6 +296,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         tasks.spawn(server::serve(
             listener,
             None,
+            bootstrap,
             source,
             limits,
             shutdown.clone(),

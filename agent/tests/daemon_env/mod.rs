@@ -150,6 +150,7 @@ impl Node {
         tokio::spawn(server::serve(
             listener,
             Some(tls),
+            None,
             source,
             Limits::default(),
             stopped,

@@ -4,6 +4,7 @@
 //! write timeout (a client that stops reading its response), and caps on header size and count
 //! (hyper answers 431 beyond them).
 
+use super::bootstrap::{Authenticated, BootstrapTokens};
 use super::guard::{PerClient, WriteTimeout};
 use super::{ConfigSource, Peer, identity, routes};
 use hyper::server::conn::http1;
@@ -54,9 +55,11 @@ impl Default for Limits {
 }
 
 /// Serves connections from `listener` until `shutdown` turns true; TLS when `tls` is given.
+/// `bootstrap`: the first-boot tokens nodes may prove their names with (over TLS only).
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
+    bootstrap: Option<Arc<BootstrapTokens>>,
     source: Arc<dyn ConfigSource>,
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
@@ -98,11 +101,22 @@ pub async fn serve(
         let source = source.clone();
         let limits = limits.clone();
         let acceptor = acceptor.clone();
+        let bootstrap = bootstrap.clone();
         tokio::spawn(async move {
             let _permits = (permit, client_slot);
             match acceptor {
-                Some(acceptor) => serve_tls(stream, remote, acceptor, source, &limits).await,
-                None => serve_http(stream, remote, Peer::Anonymous, source, &limits).await,
+                Some(acceptor) => {
+                    serve_tls(stream, remote, acceptor, bootstrap, source, &limits).await
+                }
+                None => {
+                    let connection = Connection {
+                        remote,
+                        peer: Peer::Anonymous,
+                        tls: false,
+                        bootstrap,
+                    };
+                    serve_http(stream, connection, source, &limits).await
+                }
             }
         });
     }
@@ -112,6 +126,7 @@ async fn serve_tls(
     stream: WriteTimeout<TcpStream>,
     remote: SocketAddr,
     acceptor: TlsAcceptor,
+    bootstrap: Option<Arc<BootstrapTokens>>,
     source: Arc<dyn ConfigSource>,
     limits: &Limits,
 ) {
@@ -125,28 +140,56 @@ async fn serve_tls(
                 },
                 None => Peer::Anonymous,
             };
-            serve_http(tls, remote, peer, source, limits).await
+            let connection = Connection {
+                remote,
+                peer,
+                tls: true,
+                bootstrap,
+            };
+            serve_http(tls, connection, source, limits).await
         }
         Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
         Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
     }
 }
 
-async fn serve_http<S>(
-    stream: S,
+/// What one connection established about its client.
+struct Connection {
     remote: SocketAddr,
     peer: Peer,
+    tls: bool,
+    bootstrap: Option<Arc<BootstrapTokens>>,
+}
+
+async fn serve_http<S>(
+    stream: S,
+    connection: Connection,
     source: Arc<dyn ConfigSource>,
     limits: &Limits,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let remote = connection.remote;
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let (uri, headers) = (request.uri(), request.headers());
+        let peer = match BootstrapTokens::authenticate(
+            connection.bootstrap.as_deref(),
+            connection.tls,
+            &connection.peer,
+            uri,
+            headers,
+        ) {
+            Authenticated::Connection => connection.peer.clone(),
+            Authenticated::Token(node) => Peer::Token(node),
+            Authenticated::Refused(why) => {
+                return std::future::ready(Ok::<_, Infallible>(routes::unauthorized(why)));
+            }
+        };
         let response = routes::respond(
             source.as_ref(),
             request.method(),
-            request.uri(),
-            request.headers(),
+            uri,
+            headers,
             remote,
             &peer,
         );

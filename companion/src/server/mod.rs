@@ -2,6 +2,7 @@
 //! `/config/<pool>` and `/healthz` like the machine-config-server. What it serves comes from a
 //! [`ConfigSource`]: the standalone manifests directory or the cluster.
 
+pub mod bootstrap;
 mod guard;
 pub mod identity;
 mod listen;
@@ -18,8 +19,8 @@ pub use listen::{Limits, serve};
 pub struct PoolRequest {
     /// Pool name from the path.
     pub pool: String,
-    /// The node the client proved to be (its client certificate, see [`identity`]); only a
-    /// proven node gets a per-node config. A name the client merely claims is not here.
+    /// The node the client proved to be (its client certificate, see [`identity`], or its
+    /// bootstrap token, see [`bootstrap`]); only a proven node gets a per-node config. A name the client merely claims is not here.
     pub node: Option<String>,
     /// The rendered config the client asks for by name (`X-MCO-Config`, see [`routes`]);
     /// `None`: whatever the pool serves, as the MCS answers.
@@ -37,6 +38,8 @@ pub enum Peer {
     Node(String),
     /// A certificate the client CA signed that names no node (why).
     NotANode(String),
+    /// A node that presented its first-boot bootstrap token over TLS ([`bootstrap`]).
+    Token(String),
 }
 
 /// Why a config cannot be served.

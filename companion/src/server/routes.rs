@@ -77,14 +77,13 @@ pub fn respond(
         }
     };
     let node = match peer {
-        Peer::Node(node) => Some(node.clone()),
+        Peer::Node(node) | Peer::Token(node) => Some(node.clone()),
         Peer::Anonymous | Peer::NotANode(_) => None,
     };
     if let (Some(proven), Some(claimed)) = (&node, &claimed)
         && proven != claimed
     {
-        let why =
-            format!("the client claims node {claimed:?} but its certificate is node {proven:?}'s");
+        let why = format!("the client claims node {claimed:?} but it proved to be node {proven:?}");
         tracing::warn!(
             "Pool {pool:?} requested by address:{:?}: {why}",
             remote.to_string()
@@ -93,6 +92,7 @@ pub fn respond(
     }
     let who = match (peer, &claimed) {
         (Peer::Node(n), _) => format!(" Node:{n:?} (certificate)"),
+        (Peer::Token(n), _) => format!(" Node:{n:?} (bootstrap token)"),
         (Peer::NotANode(why), _) => format!(" Node: none ({why})"),
         (Peer::Anonymous, Some(n)) => format!(" Node:{n:?} (claimed, not proven)"),
         (Peer::Anonymous, None) => String::new(),
@@ -182,6 +182,17 @@ fn requested_config(headers: &HeaderMap) -> Result<Option<String>, String> {
     Ok(Some(name.to_string()))
 }
 
+/// 401 for a refused credential: a plain-text body saying what was refused (never the secret)
+/// and the challenge `WWW-Authenticate: Bearer`.
+pub(crate) fn unauthorized(why: String) -> Response<Full<Bytes>> {
+    let mut response = text(StatusCode::UNAUTHORIZED, why);
+    response.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
 fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
@@ -206,7 +217,7 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// The node identity from the query and/or header, validated.
-fn node_identity(uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, String> {
+pub(crate) fn node_identity(uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, String> {
     let from_header = match headers.get(NODE_HEADER) {
         Some(value) => Some(
             value

@@ -2,6 +2,8 @@
 //! standalone server on an ephemeral port.
 #![allow(dead_code)]
 
+pub mod clients;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -70,6 +72,15 @@ impl Pki {
     pub fn key(&self) -> PathBuf {
         self.dir.path().join("tls.key")
     }
+    /// The server's bootstrap token directory (one file per node).
+    pub fn bootstrap_tokens(&self) -> PathBuf {
+        self.dir.path().join("bootstrap-tokens")
+    }
+    /// Gives `node` the bootstrap `token` (a file readable by its owner only).
+    pub fn add_bootstrap_token(&self, node: &str, token: &str) {
+        std::fs::create_dir_all(self.bootstrap_tokens()).unwrap();
+        write_key(&self.bootstrap_tokens().join(node), &format!("{token}\n"));
+    }
 }
 
 /// Writes a private key readable by its owner only (the server refuses any other).
@@ -121,9 +132,14 @@ impl Server {
         let insecure = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let insecure_port = insecure.local_addr().unwrap().port();
         let dyn_source: Arc<dyn server::ConfigSource> = source.clone();
+        std::fs::create_dir_all(pki.bootstrap_tokens()).unwrap();
+        let bootstrap = Some(Arc::new(
+            server::bootstrap::BootstrapTokens::open(&pki.bootstrap_tokens(), None).unwrap(),
+        ));
         tokio::spawn(server::serve(
             listener,
             Some(tls),
+            bootstrap.clone(),
             dyn_source.clone(),
             limits.clone(),
             shutdown.clone(),
@@ -131,6 +147,7 @@ impl Server {
         tokio::spawn(server::serve(
             insecure,
             None,
+            bootstrap,
             dyn_source,
             limits,
             shutdown.clone(),

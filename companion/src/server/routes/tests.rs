@@ -243,7 +243,7 @@ fn only_a_certificate_proves_a_node() {
             "/config/worker?x=1&node=b&y",
             vec![],
             StatusCode::BAD_REQUEST,
-            "certificate is node \"a\"'s",
+            "it proved to be node \"a\"",
         ),
         // malformed claims
         (
