@@ -101,11 +101,15 @@ expect "reads the kubelet kubeconfig" ':file \{.*read' -A -s mco_agent_t -t var_
 expect "writes the pull secret /var/lib/kubelet/config.json" 'var_lib_t:file .*create.*rename.*write' \
   -A -s mco_agent_t -t var_lib_t -c file
 expect "writes the core user's SSH keys" 'ssh_home_t:file .*create.*write' -A -s mco_agent_t -t ssh_home_t -c file
+expect "gives ~core/.ssh to core, mode 0700" 'ssh_home_t:dir .*setattr' -A -s mco_agent_t -t ssh_home_t -c dir
 expect "creates ~core/.ssh as ssh_home_t" 'type_transition mco_agent_t user_home_dir_t:dir ssh_home_t .ssh' \
   -T -s mco_agent_t -t user_home_dir_t
 expect "reads and rewrites /etc/shadow" 'shadow_t:file .*read.*rename.*unlink.*write' -A -s mco_agent_t -t shadow_t -c file
 expect "labels the new shadow file shadow_t" 'relabelto' -A -s mco_agent_t -t shadow_t -c file -p relabelto
 expect "relabels its temp files in /etc" 'relabelfrom' -A -s mco_agent_t -t etc_t -c file -p relabelfrom
+expect "creates /var/lib/kubelet when a file in it is the first" 'var_lib_t:dir .*create.*setattr' \
+  -A -s mco_agent_t -t var_lib_t -c dir
+expect "labels a new CA anchor cert_t" 'relabelto' -A -s mco_agent_t -t cert_t -c file -p relabelto
 expect "writes CA anchors" 'cert_t:file .*create.*rename.*write' -A -s mco_agent_t -t cert_t -c file
 expect "runs update-ca-trust (a shell script)" 'execute_no_trans' -A -s mco_agent_t -t shell_exec_t -c file
 expect "runs update-ca-trust from bin" 'execute_no_trans' -A -s mco_agent_t -t bin_t -c file

@@ -13,6 +13,9 @@
 #   disk    disk.raw: plain ext4 root disk (rootfs + modules), root=/dev/vda
 #   ostree  ostree.raw: ostree sysroot disk; commits debian/mco/a and debian/mco/b of the OS,
 #           a deployed; boot it through its BLS entries (/boot/loader/entries)
+#   selinux selinux.raw: the plain disk with Debian's reference policy (selinux-policy-default),
+#           the project's mco_agent module installed, SELINUX=permissive, every file labelled;
+#           boot it with `security=selinux selinux=1` (not built unless asked for)
 #
 # Cache: $MCO_VM_CACHE (default tests/vm/.cache), about 1.5 GB. Debian packages are not
 # re-fetched while a stage is current: `rm -rf $MCO_VM_CACHE/rootfs*` forces a fresh debootstrap.
@@ -200,15 +203,49 @@ EOF
   remove_tree "$sr"
 }
 
+# The plain disk with SELinux: Debian's reference policy and the project's module, labelled
+# offline (the guest boots permissive, so a denial is logged, not fatal). A full copy of the
+# rootfs, not stage_tree's hard links: package scripts may write into existing files.
+SELINUX_PACKAGES="selinux-policy-default policycoreutils selinux-utils"
+stage_selinux() {
+  local out=$1 t=$1/tree kv fc
+  kv=$(cat "$C/kernel/kver")
+  cp -a "$C/rootfs" "$t"
+  mkdir -p "$t/usr/lib/modules"
+  cp -a "$C/kernel/mods/lib/modules/$kv" "$t/usr/lib/modules/"
+  install -m644 "$GUEST/modules-load.conf" "$t/etc/modules-load.d/mco-vm.conf"
+  mount -t proc proc "$t/proc"
+  # shellcheck disable=SC2064 # expand now: $t is local
+  trap "umount '$t/proc' 2>/dev/null || true" RETURN
+  cp /etc/resolv.conf "$t/etc/resolv.conf"
+  chroot "$t" apt-get update -qq >"$out/apt.log" 2>&1 &&
+    chroot "$t" apt-get install -y -qq --no-install-recommends $SELINUX_PACKAGES >>"$out/apt.log" 2>&1 ||
+    { tail -30 "$out/apt.log" >&2; die "installing $SELINUX_PACKAGES into the guest failed"; }
+  "$HERE/../../selinux/build.sh" "$out/module"
+  cp "$out/module/mco_agent.pp" "$t/tmp/"
+  chroot "$t" semodule -n -i /tmp/mco_agent.pp || die "semodule -i mco_agent.pp in the guest failed"
+  rm "$t/tmp/mco_agent.pp"
+  sed -i 's/^SELINUX=.*/SELINUX=permissive/; s/^SELINUXTYPE=.*/SELINUXTYPE=default/' \
+    "$t/etc/selinux/config"
+  umount "$t/proc"
+  rm -rf "$t"/var/cache/apt/archives/*.deb "$t"/var/lib/apt/lists/*
+  fc=$t/etc/selinux/default/contexts/files/file_contexts
+  setfiles -r "$t" "$fc" "$t" || die "labelling the guest tree with setfiles failed"
+  truncate -s 2G "$out/selinux.raw"
+  mkfs.ext4 -q -F -L root -d "$t" "$out/selinux.raw"
+  rm -rf "$t" "$out/module"
+}
+
 # The key of a stage: its recipe and the guest files, plus the keys of the stages it reads.
 declare -A DEPS=([kernel]="" [rootfs]="" [initrd]="kernel rootfs" [disk]="kernel rootfs"
-  [ostree]="kernel rootfs initrd")
+  [ostree]="kernel rootfs initrd" [selinux]="kernel rootfs")
 stage_key() {
   local s=$1 d
   {
     declare -f "stage_$s"
     case $s in kernel) kernel_package; echo "$VM_MODULES" ;; rootfs) echo "$GUEST_PACKAGES" ;;
-      initrd) echo "$INITRD_MODULES" ;; disk | ostree) declare -f stage_tree ;; esac
+      initrd) echo "$INITRD_MODULES" ;; disk | ostree) declare -f stage_tree ;;
+      selinux) echo "$SELINUX_PACKAGES"; cat "$HERE"/../../selinux/mco_agent.* ;; esac
     cat "$GUEST"/*
     for d in ${DEPS[$s]}; do cat "$C/$d.key"; done
   } | sha256sum | cut -d' ' -f1
@@ -240,8 +277,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(kernel rootfs initrd disk ostree)
 for s in "${stages[@]}"; do
   case $s in
-    kernel | rootfs | initrd | disk | ostree) build "$s" ;;
-    all) for t in kernel rootfs initrd disk ostree; do build "$t"; done ;;
-    *) die "unknown stage '$s' (kernel rootfs initrd disk ostree all)" ;;
+    kernel | rootfs | initrd | disk | ostree | selinux) build "$s" ;;
+    all) for t in kernel rootfs initrd disk ostree selinux; do build "$t"; done ;;
+    *) die "unknown stage '$s' (kernel rootfs initrd disk ostree selinux all)" ;;
   esac
 done

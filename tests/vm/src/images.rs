@@ -47,6 +47,30 @@ impl Images {
             .map_err(|e| anyhow!("VM images: {e}"))
     }
 
+    /// The SELinux disk (`build-image.sh selinux`), built on first use only: most runs never
+    /// boot it.
+    pub fn selinux_disk() -> Result<&'static PathBuf> {
+        static DISK: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        DISK.get_or_init(|| {
+            let script = harness_dir().join("build-image.sh");
+            let built = Command::new(&script)
+                .arg("selinux")
+                .status()
+                .map_err(|e| format!("running {}: {e}", script.display()))?;
+            if !built.success() {
+                return Err(format!("{} selinux failed: {built}", script.display()));
+            }
+            let disk = cache_dir().join("selinux/selinux.raw");
+            if disk.is_file() {
+                Ok(disk)
+            } else {
+                Err(format!("{} is missing after the build", disk.display()))
+            }
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("VM images: {e}"))
+    }
+
     fn build() -> Result<Images> {
         let script = harness_dir().join("build-image.sh");
         let status = Command::new(&script)

@@ -25,6 +25,8 @@ pub const HOST_FROM_GUEST: &str = "10.0.2.2";
 pub const GUEST_SHARE: &str = "/mnt/host";
 /// Kernel command line of the plain disk (the ostree disk's comes from its boot entries).
 const PLAIN_CMDLINE: &str = "root=/dev/vda rw console=ttyS0 panic=-1";
+/// What the SELinux disk adds: Debian's kernel starts AppArmor unless told otherwise.
+const SELINUX_KARGS: &str = "security=selinux selinux=1 enforcing=0";
 
 /// Which cached disk the VM boots (a private copy of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,9 @@ pub enum Disk {
     Plain,
     /// ostree sysroot: booted through its BLS entries; commits `debian/mco/a` and `b`.
     Ostree,
+    /// The plain disk with Debian's reference policy and the `mco_agent` module, labelled,
+    /// booted with SELinux on in permissive mode (denials are logged, not enforced).
+    SELinux,
 }
 
 /// Options of a VM; `boot()` starts it.
@@ -152,6 +157,7 @@ impl VmBuilder {
         let source = match self.disk {
             Disk::Plain => &images.disk,
             Disk::Ostree => &images.ostree,
+            Disk::SELinux => Images::selinux_disk()?,
         };
         let disk_image = work.path().join("disk.raw");
         let status = Command::new("cp")
@@ -214,6 +220,12 @@ impl Vm {
                 self.images.initrd.clone(),
                 None,
                 PLAIN_CMDLINE.to_string(),
+            ),
+            Disk::SELinux => (
+                self.images.vmlinux.clone(),
+                self.images.initrd.clone(),
+                None,
+                format!("{PLAIN_CMDLINE} {SELINUX_KARGS}"),
             ),
             Disk::Ostree => {
                 let entry = ext4::default_boot_entry(&self.disk_image)?;
