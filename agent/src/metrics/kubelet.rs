@@ -36,14 +36,22 @@ pub async fn check(client: &reqwest::Client, endpoint: &str) -> Result<String> {
 /// keeping `mcd_kubelet_state` up to date.
 pub async fn monitor(endpoint: String, interval: Duration, metrics: Arc<Metrics>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match reqwest::Client::builder()
-        .timeout(interval)
-        .no_proxy()
-        .build()
-    {
+    let builder = reqwest::Client::builder().timeout(interval).no_proxy();
+    // The kubelet's endpoint is plain HTTP: it needs no trust store, and the system's is loaded
+    // only for https (a host without CA certificates would otherwise lose the check).
+    let builder = if endpoint.starts_with("http://") {
+        builder.tls_certs_only([])
+    } else {
+        builder
+    };
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(error = %e, "kubelet health check not started: building the HTTP client");
+            let error = format!("{:#}", anyhow::Error::from(e));
+            tracing::error!(
+                error,
+                "kubelet health check not started: building the HTTP client"
+            );
             return;
         }
     };

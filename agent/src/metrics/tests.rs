@@ -88,8 +88,10 @@ fn series<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
 async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = format!("http://{}/metrics", handle.addr().expect("served"));
+    // plain HTTP: no trust store needed (one test runs without any)
     let response = reqwest::Client::builder()
         .no_proxy()
+        .tls_certs_only([])
         .build()
         .unwrap()
         .get(&url)
@@ -447,4 +449,42 @@ fn the_parser_reads_escaped_labels() {
         Some(1.5)
     );
     assert_eq!(value(&s, "y", &[]), Some(2.0));
+}
+
+/// A host without a CA store (a minimal image) still checks the kubelet's plain-HTTP endpoint:
+/// the check loads the system's roots only for https.
+#[test]
+#[allow(unsafe_code)] // set before any other thread of this process exists (nextest runs each test alone)
+fn the_kubelet_check_needs_no_ca_store_for_plain_http() {
+    let empty = tempfile::tempdir().unwrap();
+    // SAFETY: no other thread runs yet, so nothing reads the environment concurrently
+    unsafe {
+        std::env::set_var("SSL_CERT_FILE", empty.path().join("none.pem"));
+        std::env::set_var("SSL_CERT_DIR", empty.path());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let kubelet = fake_kubelet(Arc::new(AtomicBool::new(true))).await;
+        let node = node();
+        let args = MetricsArgs {
+            kubelet_healthz_enabled: true,
+            kubelet_healthz_endpoint: format!("http://{kubelet}/healthz"),
+            kubelet_healthz_interval: Duration::from_millis(50),
+            ..served_only()
+        };
+        let metrics = start(&args, &root(&node)).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        // the failing kubelet is counted: the check runs
+        while value(&scrape(&metrics).await, "mcd_kubelet_state", &[]).unwrap() < 1.0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the kubelet check never ran without a CA store"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
 }
