@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
 use mco_agent::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy,
 };
@@ -291,6 +291,75 @@ async fn a_budget_that_frees_up_lets_the_drain_finish() {
         .filter(|r| r.path.ends_with("/web-1/eviction") && r.status == 429)
         .count();
     assert!(refused >= 2, "retried while the budget refused: {refused}");
+}
+
+/// While a budget blocks the drain, each failed attempt puts the pods left and what holds them
+/// in the node's reason (what an admin sees in `oc describe node`); the drain completes once
+/// the budget allows it, and the reason is cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_drain_shows_the_pod_and_budget_in_the_reason_until_it_completes() {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web-budget",
+            &[("app", "web")],
+            json!({"maxUnavailable": 0}),
+        ))
+        .unwrap();
+    let short_attempts = DrainOptions {
+        attempt_timeout: Duration::from_millis(700),
+        ..fast_drain()
+    };
+    let api = node_api(&server, DrainMode::Agent, short_attempts).await;
+    let drain = api.drain("rendered-worker-1");
+    let watch = async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let reason = loop {
+            let reason = annotation(&server, REASON).unwrap_or_default();
+            if !reason.is_empty() {
+                break reason;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no reason while the drain is blocked"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            reason.starts_with("failed to drain node worker-0 after ")
+                && reason.contains(
+                    "pod apps/web-1: eviction refused by PodDisruptionBudget \"web-budget\""
+                )
+                && reason.ends_with("; retrying in 200ms"),
+            "{reason}"
+        );
+        assert_eq!(
+            annotation(&server, LAST_APPLIED_DRAIN),
+            None,
+            "not drained yet"
+        );
+        server
+            .patch(
+                "poddisruptionbudgets",
+                Some("apps"),
+                "web-budget",
+                &json!({"spec": {"maxUnavailable": 1}}),
+                Target::Main,
+            )
+            .unwrap();
+    };
+    let (result, ()) = tokio::join!(drain, watch);
+    result.unwrap();
+    assert_eq!(pod_names(&server, NODE), Vec::<String>::new());
+    assert_eq!(annotation(&server, REASON).as_deref(), Some(""), "cleared");
+    assert_eq!(
+        annotation(&server, LAST_APPLIED_DRAIN).as_deref(),
+        Some("drain-rendered-worker-1")
+    );
 }
 
 #[tokio::test]

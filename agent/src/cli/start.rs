@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
-use crate::cluster::{ClusterOptions, DrainMode, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool};
+use crate::cluster::{
+    ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
+};
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
 use crate::daemon::join;
@@ -100,6 +102,16 @@ pub struct Args {
     /// own writes (cordon, annotations, events) keep the node's credentials.
     #[arg(long, env = "MCO_AGENT_EVICTION_KUBECONFIG")]
     pub eviction_kubeconfig: Option<PathBuf>,
+    /// Agent drains: how long one attempt (cordon, evict, wait) may take (the MCD's 90 s).
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "90s")]
+    pub drain_attempt_timeout: Duration,
+    /// Agent drains: how long before the drain fails and the node is Degraded (the MCD's hour).
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "1h")]
+    pub drain_timeout: Duration,
+    /// Agent drains: the pause before an eviction a PodDisruptionBudget refused, and between
+    /// attempts, is tried again (kubectl's 5 s).
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub drain_retry: Duration,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
@@ -213,6 +225,13 @@ async fn run_daemon(args: &Args) -> Result<()> {
             options.kubeconfig = kubeconfig.clone();
             options.drain_mode = args.drain_mode.into();
             options.eviction_kubeconfig = args.eviction_kubeconfig.clone();
+            options.drain = DrainOptions {
+                attempt_timeout: args.drain_attempt_timeout,
+                overall_timeout: args.drain_timeout,
+                eviction_retry: args.drain_retry,
+                attempt_pause: args.drain_retry,
+                ..DrainOptions::default()
+            };
             tracing::info!(
                 drain_mode = ?options.drain_mode,
                 eviction_kubeconfig = ?options.eviction_kubeconfig,

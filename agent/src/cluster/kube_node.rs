@@ -138,15 +138,50 @@ impl KubeNodeApi {
             .await;
         self.note(reason::DRAIN, "Draining node to update config.")
             .await;
-        match self.drainer.drain().await {
+        let pause = self.drainer.options().attempt_pause;
+        let told = std::sync::atomic::AtomicBool::new(false);
+        let (nodes, node, retry) = (self.nodes.clone(), self.node.clone(), self.retry.clone());
+        let drained = self
+            .drainer
+            .drain_reporting(|failure| {
+                // While the drain goes on, the node's reason names the pods left and what holds
+                // them (as the companion's drain controller shows it in controller mode); the
+                // MCD leaves it empty until it gives up after an hour.
+                told.store(true, std::sync::atomic::Ordering::Relaxed);
+                let reason = format!(
+                    "{failure}; retrying in {}",
+                    humantime::format_duration(pause)
+                );
+                let (nodes, node, retry) = (nodes.clone(), node.clone(), retry.clone());
+                Box::pin(async move {
+                    let patch = Patch::Merge(annotations::merge_patch(&[(
+                        REASON,
+                        Some(truncate_reason(&reason)),
+                    )]));
+                    let action =
+                        format!("writing the drain failure into the reason of node {node}");
+                    let params = PatchParams::default();
+                    if let Err(e) =
+                        with_retry(&retry, &action, || nodes.patch(&node, &params, &patch)).await
+                    {
+                        warn!(node = %node, error = %e, "{action}");
+                    }
+                })
+            })
+            .await;
+        let told = told.into_inner();
+        match drained {
             Ok(report) => {
                 info!(node = %self.node, config, seconds = report.elapsed.as_secs_f64(), removed = report.removed.len(), "Successful drain");
                 let request = drain_request(DRAIN_VERB, config);
-                self.patch_annotations(&[
-                    (DESIRED_DRAIN, Some(&request)),
-                    (LAST_APPLIED_DRAIN, Some(&request)),
-                ])
-                .await
+                let mut changes = vec![
+                    (DESIRED_DRAIN, Some(request.as_str())),
+                    (LAST_APPLIED_DRAIN, Some(request.as_str())),
+                ];
+                if told {
+                    changes.push((REASON, Some("")));
+                }
+                self.patch_annotations(&changes).await
             }
             Err(e) => {
                 self.note(reason::FAILED_TO_DRAIN, &e.to_string()).await;

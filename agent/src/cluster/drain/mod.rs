@@ -11,13 +11,15 @@ pub mod pods;
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::error::{BlockedPod, ClusterError, DrainError, describe};
+use super::error::{BlockedPod, ClusterError, DrainError};
 use super::retry::{RetryPolicy, with_retry};
 use evict::Target;
 use pods::Disposition;
@@ -150,6 +152,16 @@ impl Drainer {
 
     /// Cordons and empties the node, retrying attempts until the overall timeout.
     pub async fn drain(&self) -> Result<DrainReport, DrainError> {
+        self.drain_reporting(|_| Box::pin(async {})).await
+    }
+
+    /// [`Drainer::drain`], telling `on_retry` why each failed attempt failed (what the node's
+    /// `reason` shows while the drain goes on: the pods left and what holds them) before the
+    /// next one.
+    pub async fn drain_reporting(
+        &self,
+        on_retry: impl Fn(&DrainError) -> BoxFuture<'static, ()> + Send + Sync,
+    ) -> Result<DrainReport, DrainError> {
         let started = Instant::now();
         let overall = started + self.options.overall_timeout;
         loop {
@@ -162,26 +174,24 @@ impl Drainer {
                 }
                 Err(failure) => failure,
             };
-            if Instant::now() + self.options.attempt_pause >= overall {
-                let (node, elapsed) = (self.node.clone(), started.elapsed());
-                return Err(match failure {
-                    Attempt::Blocked(blocked) => DrainError::Blocked {
-                        node,
-                        elapsed,
-                        blocked,
-                    },
-                    Attempt::Failed(message) => DrainError::Failed {
-                        node,
-                        elapsed,
-                        message,
-                    },
-                });
-            }
-            let what = match &failure {
-                Attempt::Blocked(blocked) => describe(blocked),
-                Attempt::Failed(message) => message.clone(),
+            let (node, elapsed) = (self.node.clone(), started.elapsed());
+            let error = match failure {
+                Attempt::Blocked(blocked) => DrainError::Blocked {
+                    node,
+                    elapsed,
+                    blocked,
+                },
+                Attempt::Failed(message) => DrainError::Failed {
+                    node,
+                    elapsed,
+                    message,
+                },
             };
-            warn!(node = %self.node, failure = %what, "drain attempt failed; retrying in {:?}", self.options.attempt_pause);
+            if Instant::now() + self.options.attempt_pause >= overall {
+                return Err(error);
+            }
+            warn!(node = %self.node, failure = %error, "drain attempt failed; retrying in {:?}", self.options.attempt_pause);
+            on_retry(&error).await;
             tokio::time::sleep(self.options.attempt_pause).await;
         }
     }
