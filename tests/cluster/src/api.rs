@@ -12,10 +12,9 @@ use anyhow::{Context, Result, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use mco_test_support::apiserver::{AuditEvent, read_audit_log};
 
-/// Namespace of the companion and of the MCO's events.
-pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
-/// The companion's service account.
-pub const COMPANION_ACCOUNT: &str = "mco-companion";
+pub use mco_test_support::shipped::{
+    COMPANION_NAMESPACE as MCO_NAMESPACE, COMPANION_SERVICE_ACCOUNT as COMPANION_ACCOUNT,
+};
 
 /// The running API server.
 pub struct ApiServer {
@@ -30,10 +29,13 @@ pub struct ApiServer {
 }
 
 impl ApiServer {
-    /// Starts the server with RBAC, writing kubeconfigs for the companion and for `nodes`
-    /// (every node the test will ever have: the binary writes them at start).
-    pub fn start(binary: &Path, dir: &Path, nodes: &[String], rbac_seed: &Path) -> Result<Self> {
+    /// Starts the server with RBAC, loaded from the shipped `manifests/` (so a rule they lack
+    /// fails a scenario), writing kubeconfigs for the companion (its shipped service account)
+    /// and for `nodes` (every node the test will ever have: the binary writes them at start).
+    pub fn start(binary: &Path, dir: &Path, nodes: &[String]) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
+        let rbac_seed = dir.join("rbac-from-manifests.yaml");
+        std::fs::write(&rbac_seed, mco_test_support::shipped::rbac_seed()?)?;
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         let companion_kubeconfig = dir.join("companion.kubeconfig");
         let client_ca = dir.join("client-ca.crt");
@@ -49,7 +51,7 @@ impl ApiServer {
             .arg("--audit-log")
             .arg(&audit_log)
             .arg("--seed")
-            .arg(rbac_seed)
+            .arg(&rbac_seed)
             .arg("--serviceaccount-kubeconfig")
             .arg(format!(
                 "{MCO_NAMESPACE}/{COMPANION_ACCOUNT}={}",

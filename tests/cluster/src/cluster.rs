@@ -4,7 +4,6 @@
 //! for (a rollout to complete), with the pool's availability sampled throughout.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -22,7 +21,7 @@ use machine_config::mco::paths::{
 use serde_json::{Value, json};
 
 use crate::Binaries;
-use crate::api::ApiServer;
+use crate::api::{ApiServer, COMPANION_ACCOUNT, MCO_NAMESPACE};
 use crate::companion::Companion;
 use crate::ignition::{self, Pointer};
 use crate::manifests::{self, WORKER_ROLE_LABEL};
@@ -78,8 +77,7 @@ impl Cluster {
         let names: Vec<String> = (0..spec.nodes + spec.spare)
             .map(|i| format!("worker-{i}"))
             .collect();
-        let rbac = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac.yaml");
-        let api = ApiServer::start(&bins.apiserver, &dir.path().join("api"), &names, &rbac)?;
+        let api = ApiServer::start(&bins.apiserver, &dir.path().join("api"), &names)?;
         let client = api.admin_client().await?;
         create(
             &client,
@@ -459,7 +457,8 @@ impl Cluster {
         out
     }
 
-    /// Stops everything and checks the availability samples.
+    /// Stops everything and checks the availability samples, and that the shipped RBAC
+    /// refused none of the binaries' requests (a rule the manifests lack).
     pub async fn finish(mut self) -> Result<()> {
         for node in self.nodes.values_mut() {
             node.kill_agent();
@@ -467,6 +466,21 @@ impl Cluster {
         self.companion.kill();
         let (samples, max_seen) = self.check_availability()?;
         eprintln!("availability: {samples} samples, at most {max_seen} node(s) unavailable");
+        let companion = format!("system:serviceaccount:{MCO_NAMESPACE}:{COMPANION_ACCOUNT}");
+        let refused: Vec<String> = self
+            .api
+            .audit()?
+            .into_iter()
+            .filter(|e| !e.allowed && (e.user == companion || e.user.starts_with("system:node:")))
+            .map(|e| format!("{} {} {}: {}", e.user, e.permission(), e.name, e.reason))
+            .collect();
+        if !refused.is_empty() {
+            bail!(
+                "the shipped RBAC refused {} request(s) of the binaries, first: {}",
+                refused.len(),
+                refused[0]
+            );
+        }
         Ok(())
     }
 }

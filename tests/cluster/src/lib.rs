@@ -15,8 +15,10 @@
 //! ```
 //!
 //! Who is who: the test is the API server's administrator; the companion runs as the service
-//! account `openshift-machine-config-operator/mco-companion`, each agent as its kubelet
-//! (`system:node:NAME`, a client certificate), under the RBAC in `manifests/rbac.yaml`.
+//! account the shipped manifests give it (`mco-companion/mco-companion`), each agent as its
+//! kubelet (`system:node:NAME`, a client certificate), under the RBAC of the repository's
+//! `manifests/` (loaded from them at start, so a rule they lack fails a scenario, and
+//! [`Cluster::finish`] fails on any request the server refused them).
 
 pub mod api;
 pub mod cluster;

@@ -71,23 +71,34 @@ pub fn cluster_role_rules(name: &str) -> Result<Vec<PolicyRule>> {
     Ok(PolicyRule::all_of(&object("ClusterRole", name)?))
 }
 
-/// Creates the shipped RBAC objects (and their namespace) in `server`; returns how many.
-pub fn load_rbac(server: &TestApiServer) -> Result<usize> {
-    let mut loaded = 0;
-    for object in objects()? {
-        let kind = object["kind"].as_str().unwrap_or_default().to_string();
-        if LOADED_KINDS.contains(&kind.as_str()) {
-            let name = object["metadata"]["name"].clone();
-            server
-                .seed(object)
-                .with_context(|| format!("creating {kind} {name} from manifests/"))?;
-            loaded += 1;
-        }
-    }
-    if loaded == 0 {
+/// The shipped RBAC objects and the namespace they live in, in the kustomization's order.
+pub fn rbac_objects() -> Result<Vec<Value>> {
+    let rbac: Vec<Value> = objects()?
+        .into_iter()
+        .filter(|o| LOADED_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+        .collect();
+    if rbac.is_empty() {
         bail!("manifests/ holds no RBAC objects");
     }
-    Ok(loaded)
+    Ok(rbac)
+}
+
+/// The shipped RBAC objects as one multi-document file, for `mco-test-apiserver --seed`.
+pub fn rbac_seed() -> Result<String> {
+    let documents: Vec<String> = rbac_objects()?.iter().map(Value::to_string).collect();
+    Ok(documents.join("\n---\n") + "\n")
+}
+
+/// Creates the shipped RBAC objects (and their namespace) in `server`; returns how many.
+pub fn load_rbac(server: &TestApiServer) -> Result<usize> {
+    let objects = rbac_objects()?;
+    for object in &objects {
+        let (kind, name) = (object["kind"].clone(), object["metadata"]["name"].clone());
+        server
+            .seed(object.clone())
+            .with_context(|| format!("creating {kind} {name} from manifests/"))?;
+    }
+    Ok(objects.len())
 }
 
 /// What one identity's requests show about the shipped ClusterRole that grants it permissions.
