@@ -79,6 +79,15 @@ impl Companion {
             .arg(self.dir.join("tls.key"))
             .arg("--client-ca")
             .arg(&self.client_ca)
+            // the drain controller's timings shrunk from the MCO's minutes to seconds: a
+            // blocked drain is tried again every 500 ms, each try given 2 s
+            .args([
+                "--drain-requeue",
+                "500ms",
+                "--drain-failing-threshold",
+                "3s",
+            ])
+            .args(["--drain-failing-requeue", "500ms", "--drain-attempt", "2s"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

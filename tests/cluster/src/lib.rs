@@ -20,6 +20,7 @@
 //! `manifests/` (loaded from them at start, so a rule they lack fails a scenario, and
 //! [`Cluster::finish`] fails on any request the server refused them).
 
+pub mod admin;
 pub mod api;
 pub mod cluster;
 pub mod companion;
@@ -31,7 +32,7 @@ pub mod sampler;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cluster::{Cluster, Spec};
+pub use cluster::{Cluster, DrainMode, Spec};
 
 /// The binaries under test (this package's copies of them: see `Cargo.toml`).
 #[derive(Debug, Clone)]

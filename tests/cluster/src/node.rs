@@ -22,7 +22,12 @@ pub struct AgentWiring {
     pub kubeconfig: PathBuf,
     pub config_server: String,
     pub ca: PathBuf,
+    /// `--drain-mode` and the drain's timings.
+    pub drain_args: Vec<String>,
 }
+
+/// What the agent logs when its update waits for a reboot it may not make (`--skip-reboot`).
+const AWAITS_REBOOT: &str = "the node needs a reboot to finish the update";
 
 pub struct Node {
     pub name: String,
@@ -79,6 +84,7 @@ impl Node {
             .arg("--boot-id-file")
             .arg(&self.boot_id_file)
             .args(["--skip-reboot", "--metrics-listen", "127.0.0.1:0"])
+            .args(&wiring.drain_args)
             // No system bus: nothing on this machine can be asked to reboot or rebase.
             .env(
                 "DBUS_SYSTEM_BUS_ADDRESS",
@@ -119,6 +125,16 @@ impl Node {
         self.boots += 1;
         fs::write(&self.boot_id_file, format!("boot-{}\n", self.boots))?;
         self.start_agent(wiring)
+    }
+
+    /// How many times the node has booted.
+    pub fn boots(&self) -> u32 {
+        self.boots
+    }
+
+    /// Whether the agent of this boot waits for a reboot to finish its update.
+    pub fn awaits_reboot(&self) -> bool {
+        fs::read_to_string(self.log_path(self.starts)).is_ok_and(|log| log.contains(AWAITS_REBOOT))
     }
 
     fn log_path(&self, n: u32) -> PathBuf {

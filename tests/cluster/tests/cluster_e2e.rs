@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use machine_config::mco::annotations::LAST_APPLIED_DRAIN;
+use machine_config::mco::annotations::{CURRENT_CONFIG, LAST_APPLIED_DRAIN};
 use machine_config::mco::paths::NODE_ANNOTATIONS_BAK;
 use mco_cluster_tests::cluster::BASE_FILE;
-use mco_cluster_tests::{Cluster, Spec, binaries, secs};
+use mco_cluster_tests::{Cluster, DrainMode, Spec, binaries, secs};
+use serde_json::json;
 
 /// Successive files-only rollouts complete: every node Done on the new config,
 /// `updatedMachineCount` equal to the pool size. (Before the agent named its `desiredConfig`
@@ -134,4 +135,132 @@ async fn a_joining_node_and_an_adopted_mcd_node_end_done() -> anyhow::Result<()>
         anyhow::ensure!(cluster.node_read(name, BASE_FILE).as_deref() == Some("base: 2\n"));
     }
     cluster.finish().await
+}
+
+/// A file the cluster's policy (set by the scenario) updates without a drain or a reboot.
+const POLICY_FILE: &str = "/etc/mco-e2e/policy.conf";
+/// A file no policy names: its change drains and reboots the node.
+const REBOOT_FILE: &str = "/etc/mco-e2e/reboot.conf";
+
+/// Scenario 1's other rollouts: a change the administrator made rebootless with a policy in
+/// `MachineConfiguration/cluster` completes without a drain or a reboot (the agents run with
+/// `--skip-reboot`: a reboot would leave them waiting, never Done), each plan naming the
+/// cluster's entry; then a change that needs a reboot completes with one reboot per node
+/// (simulated: the agent stopped, a new boot id, the agent started again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_made_rebootless_by_the_cluster_policy_and_one_with_a_reboot_complete()
+-> anyhow::Result<()> {
+    let mut cluster = Cluster::start(binaries!(), Spec::default()).await?;
+    cluster
+        .set_cluster_policy(
+            json!({"files": [{"path": POLICY_FILE, "actions": [{"type": "None"}]}]}),
+        )
+        .await?;
+    let rebootless = cluster
+        .apply_files_config("50-e2e-policy", &[(POLICY_FILE, "policy: 1\n")])
+        .await?;
+    cluster.wait_pool_done(&rebootless, secs(60)).await?;
+    for name in cluster.node_names() {
+        let logs = cluster.node(&name).logs();
+        anyhow::ensure!(
+            logs.contains(&format!(
+                "{POLICY_FILE}: None (cluster policy {POLICY_FILE})"
+            )),
+            "{name}'s plan does not name the cluster's policy entry:\n{logs}"
+        );
+        anyhow::ensure!(
+            !logs.contains("drain complete"),
+            "{name} was drained:\n{logs}"
+        );
+    }
+    anyhow::ensure!(
+        cluster.boots().values().all(|b| *b == 1),
+        "{:?}",
+        cluster.boots()
+    );
+
+    let rebooting = cluster
+        .apply_files_config("50-e2e-reboot", &[(REBOOT_FILE, "reboot: 1\n")])
+        .await?;
+    let took = cluster
+        .wait_pool_done_rebooting(&rebooting, secs(120))
+        .await?;
+    eprintln!("{rebooting} with a reboot per node in {took:?}");
+    anyhow::ensure!(
+        cluster.boots().values().all(|b| *b == 2),
+        "{:?}",
+        cluster.boots()
+    );
+    for name in cluster.node_names() {
+        anyhow::ensure!(cluster.node_read(&name, REBOOT_FILE).as_deref() == Some("reboot: 1\n"));
+        anyhow::ensure!(cluster.node(&name).logs().contains("drain complete"));
+        let drain = cluster.annotations(&name).await?[LAST_APPLIED_DRAIN].clone();
+        anyhow::ensure!(drain == format!("uncordon-{rebooting}"), "{name}: {drain}");
+    }
+    cluster.finish().await
+}
+
+/// Scenario 3: a PodDisruptionBudget that blocks the first targeted node's drain stops the
+/// rollout there, the node's reason naming the pod and the budget and no other node targeted;
+/// once the budget allows it, the rollout completes (a drain and a reboot per node).
+async fn a_budget_blocks_the_rollout_at_one_node_until_it_allows(
+    drain_mode: DrainMode,
+) -> anyhow::Result<()> {
+    let spec = Spec {
+        drain_mode,
+        ..Spec::default()
+    };
+    let mut cluster = Cluster::start(binaries!(), spec).await?;
+    cluster.create_namespace("apps").await?;
+    for name in cluster.node_names() {
+        cluster
+            .create_ready_pod("apps", &format!("web-{name}"), &name, &[("app", "web")])
+            .await?;
+    }
+    let budget = json!({"maxUnavailable": 0});
+    cluster
+        .set_budget("apps", "web-budget", &[("app", "web")], budget)
+        .await?;
+    let next = cluster
+        .apply_files_config("50-e2e-reboot", &[(REBOOT_FILE, "reboot: 1\n")])
+        .await?;
+    let targeted = cluster.wait_targeted(&next, secs(30)).await?;
+    let blocked = &targeted[0];
+    let reason = cluster
+        .wait_reason(blocked, "PodDisruptionBudget \"web-budget\"", secs(60))
+        .await?;
+    anyhow::ensure!(
+        reason.contains(&format!(
+            "pod apps/web-{blocked}: eviction refused by PodDisruptionBudget \"web-budget\""
+        )),
+        "{blocked}'s reason: {reason}"
+    );
+    // held there: a few drain attempts later, still the only node targeted, nobody updated
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    anyhow::ensure!(
+        cluster.targeted(&next).await? == [blocked.clone()],
+        "targeted while {blocked} is blocked: {:?}",
+        cluster.targeted(&next).await?
+    );
+    for name in cluster.node_names() {
+        let current = cluster.annotations(&name).await?[CURRENT_CONFIG].clone();
+        anyhow::ensure!(current != next, "{name} updated while the budget blocked");
+    }
+
+    cluster
+        .set_budget("apps", "web-budget", &[], json!({"maxUnavailable": 1}))
+        .await?;
+    let took = cluster.wait_pool_done_rebooting(&next, secs(180)).await?;
+    eprintln!("{next} past the budget in {took:?}");
+    cluster.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_blocks_an_agent_drain_until_it_allows() -> anyhow::Result<()> {
+    a_budget_blocks_the_rollout_at_one_node_until_it_allows(DrainMode::Agent).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_blocks_a_drain_controller_drain_until_it_allows() -> anyhow::Result<()> {
+    a_budget_blocks_the_rollout_at_one_node_until_it_allows(DrainMode::Controller).await
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::core::Status;
 use serde_json::json;
 use tokio::time::Instant;
@@ -127,19 +127,29 @@ impl Drainer {
         self.wait_gone(target, deadline).await
     }
 
-    /// Polls until the pod is gone (or replaced by a new pod of the same name).
+    /// Polls until the pod is gone (or replaced by a new pod of the same name). It lists the
+    /// node's pods by name rather than getting the pod: the kubelet's identity may list the
+    /// pods bound to its node, but the Node authorizer refuses a GET of a pod once it is gone
+    /// (nothing relates it to the node any more), so a GET would see "forbidden" for "gone".
     async fn wait_gone(&self, target: &Target, deadline: Instant) -> Result<(), Blocker> {
         let pods: Api<Pod> = Api::namespaced(self.pods_client.clone(), &target.namespace);
+        let params = ListParams::default().fields(&format!(
+            "spec.nodeName={},metadata.name={}",
+            self.node, target.name
+        ));
         let poll: Duration = self.options.poll_interval;
         loop {
             let last =
-                match tokio::time::timeout(self.retry.attempt_timeout, pods.get_opt(&target.name))
-                    .await
-                {
-                    Ok(Ok(None)) => return Ok(()),
-                    Ok(Ok(Some(pod))) if pod.metadata.uid != target.uid => return Ok(()),
-                    Ok(Ok(Some(pod))) => Blocker::Terminating {
-                        finalizers: pod.metadata.finalizers.unwrap_or_default(),
+                match tokio::time::timeout(self.retry.attempt_timeout, pods.list(&params)).await {
+                    Ok(Ok(list)) => match list
+                        .items
+                        .into_iter()
+                        .find(|p| p.metadata.uid == target.uid)
+                    {
+                        None => return Ok(()),
+                        Some(pod) => Blocker::Terminating {
+                            finalizers: pod.metadata.finalizers.unwrap_or_default(),
+                        },
                     },
                     Ok(Err(e)) => Blocker::Error(format!("checking that the pod is gone: {e}")),
                     Err(_) => Blocker::Error("checking that the pod is gone: no answer".into()),
