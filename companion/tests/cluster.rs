@@ -83,9 +83,8 @@ fn rbac_cluster() -> (TestApiServer, std::path::PathBuf) {
 
 /// Permissions of the shipped ClusterRole only the drain controller uses: the rollout test
 /// requests no drain; `tests/drain_controller.rs` checks that its drains use each of them.
-const DRAIN_ONLY: [&str; 5] = [
+const DRAIN_ONLY: [&str; 4] = [
     "get nodes",
-    "get pods",
     "list pods",
     "create pods/eviction",
     "create events",

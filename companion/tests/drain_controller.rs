@@ -31,9 +31,8 @@ fn timings() -> DrainTimings {
 
 /// Permissions of the shipped ClusterRole only drains use (as in `tests/cluster.rs`, whose
 /// rollout uses the rest).
-const DRAIN_ONLY: [&str; 5] = [
+const DRAIN_ONLY: [&str; 4] = [
     "get nodes",
-    "get pods",
     "list pods",
     "create pods/eviction",
     "create events",
