@@ -178,6 +178,57 @@ async fn drift_degrades_with_the_exact_reason_and_fixing_it_makes_the_node_done(
     node.stop().await;
 }
 
+/// core's SSH keys are watched like the managed files: a key appended by hand makes the node
+/// Degraded, named without the key; taking it out makes the node Done again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_added_to_cores_file_degrades_and_removing_it_makes_the_node_done() {
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eWatchedKey e2e";
+    let with_core = format!(
+        "{}    passwd:\n      users:\n      - {{name: core, sshAuthorizedKeys: [\"{KEY}\"]}}\n",
+        base()
+    );
+    let mut node = Node::new(&[("00-base.yaml", &with_core)]).await;
+    let base_name = node.rendered_name();
+    for (path, text) in [
+        (
+            "/etc/passwd",
+            "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:core:/home/core:/bin/bash\n",
+        ),
+        ("/etc/group", "root:x:0:\ncore:x:1000:\n"),
+        ("/etc/shadow", "root:*:1::::::\ncore:*:1::::::\n"),
+    ] {
+        std::fs::create_dir_all(node.path("/etc")).unwrap();
+        std::fs::write(node.path(path), text).unwrap();
+    }
+    std::fs::create_dir_all(node.path("/home/core")).unwrap();
+    std::os::unix::fs::chown(node.path("/home/core"), Some(1000), Some(1000)).unwrap();
+    node.start_agent(&[]);
+    node.wait_status("the first application", secs(30), done_in(&base_name))
+        .await;
+    let keys = "/home/core/.ssh/authorized_keys.d/ignition";
+    assert_eq!(node.read(keys), Some(format!("{KEY}\n")));
+
+    std::fs::write(
+        node.path(keys),
+        format!("{KEY}\nssh-ed25519 AAAAintruder evil\n"),
+    )
+    .unwrap();
+    let (status, took) = node
+        .wait_status("drift of core's keys", secs(5), |s| {
+            s.state == NodeState::Degraded
+        })
+        .await;
+    eprintln!("core's keys: key appended -> Degraded in {took:?}");
+    assert_eq!(
+        status.reason,
+        format!("content mismatch for SSH keys of user \"core\" in \"{keys}\"")
+    );
+    std::fs::write(node.path(keys), format!("{KEY}\n")).unwrap();
+    node.wait_status("Done after the fix", secs(5), done_in(&base_name))
+        .await;
+    node.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_force_file_reapplies_without_a_reboot() {
     let (node, base_name) = provisioned().await;

@@ -33,13 +33,13 @@ impl Drop for DriftMonitor {
     }
 }
 
-/// Starts watching `paths` (node paths of the managed files) under `root`; each change to one
-/// of them sends the changed path on `tx`.
+/// Starts watching `paths` (node paths of the managed files) under `root`; each burst of
+/// changes to them sends the set of paths changed on `tx`.
 pub fn start(
     root: &Path,
     config: &str,
     paths: &BTreeSet<String>,
-    tx: mpsc::Sender<String>,
+    tx: mpsc::Sender<BTreeSet<String>>,
 ) -> Result<DriftMonitor> {
     let inotify = Inotify::init().context("initialising inotify")?;
     let mask = WatchMask::MODIFY
@@ -87,8 +87,9 @@ pub fn start(
             let Some(path) = event.name.as_ref().and_then(|n| names.get(n.as_os_str())) else {
                 continue;
             };
-            let mut changed = path.clone();
-            // Collapse a burst (write, chmod, rename...) into one wake-up.
+            let mut changed = BTreeSet::from([path.clone()]);
+            // Collapse a burst (write, chmod, rename..., of one file or several) into one
+            // wake-up that names every path it touched.
             loop {
                 match tokio::time::timeout(DEBOUNCE, stream.next()).await {
                     Ok(Some(Ok(e))) => {
@@ -96,7 +97,7 @@ pub fn start(
                             .get(&e.wd)
                             .and_then(|n| e.name.as_ref().and_then(|name| n.get(name.as_os_str())))
                         {
-                            changed = p.clone();
+                            changed.insert(p.clone());
                         }
                     }
                     Ok(Some(Err(_))) => {}
@@ -147,7 +148,41 @@ mod tests {
         let got = tokio::time::timeout(Duration::from_secs(2), rx.recv())
             .await
             .unwrap();
-        assert_eq!(got.as_deref(), Some("/etc/mco/a.conf"));
+        assert_eq!(got, Some(BTreeSet::from(["/etc/mco/a.conf".to_string()])));
+        drop(monitor);
+    }
+
+    #[tokio::test]
+    async fn a_burst_over_several_files_names_each_of_them_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        std::fs::create_dir_all(r.join("etc/mco")).unwrap();
+        std::fs::create_dir_all(r.join("etc/other")).unwrap();
+        let paths = BTreeSet::from([
+            "/etc/mco/a.conf".to_string(),
+            "/etc/mco/b.conf".to_string(),
+            "/etc/other/c.conf".to_string(),
+        ]);
+        for p in &paths {
+            std::fs::write(r.join(p.trim_start_matches('/')), "x").unwrap();
+        }
+        let (tx, mut rx) = mpsc::channel(4);
+        let monitor = start(r, "rendered-a", &paths, tx).unwrap();
+        assert_eq!(monitor.directories, 2);
+        // within one debounce window: one wake-up naming both
+        std::fs::write(r.join("etc/mco/a.conf"), "drifted").unwrap();
+        std::fs::write(r.join("etc/other/c.conf"), "drifted").unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got,
+            BTreeSet::from([
+                "/etc/mco/a.conf".to_string(),
+                "/etc/other/c.conf".to_string()
+            ])
+        );
         drop(monitor);
     }
 }

@@ -33,6 +33,7 @@ mod sync;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,8 +82,8 @@ pub struct Daemon {
     source: Arc<dyn ConfigSource>,
     feed: DesiredFeed,
     drift: Option<drift::DriftMonitor>,
-    drift_tx: mpsc::Sender<String>,
-    drift_rx: mpsc::Receiver<String>,
+    drift_tx: mpsc::Sender<BTreeSet<String>>,
+    drift_rx: mpsc::Receiver<BTreeSet<String>>,
     backoff: Backoff,
     retry_at: Option<Instant>,
     /// The last `desiredConfig` announced (cluster mode).
@@ -193,9 +194,9 @@ impl Daemon {
                     self.retry_at = None;
                     self.watched_sync(true).await;
                 }
-                Some(path) = self.drift_rx.recv() => {
+                Some(paths) = self.drift_rx.recv() => {
                     let _work = crate::notify::long_work(STEP_BUDGET);
-                    self.on_drift(&path).await
+                    self.on_drift(&paths).await
                 }
                 _ = force_check.tick() => {
                     // (A failed forced update waits for its backoff like any other.)

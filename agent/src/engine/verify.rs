@@ -3,10 +3,12 @@
 //! current config, before an update (preflight), and after a reboot against the config the
 //! node should now be in.
 
+use std::collections::BTreeSet;
+
 use machine_config::{Config, MachineConfig};
 
 use super::{Engine, os};
-use crate::validate::{ValidationReport, validate};
+use crate::validate::{ValidationReport, validate, validate_paths};
 
 /// What validating the node against a config found.
 #[derive(Debug, Clone)]
@@ -69,5 +71,15 @@ impl Engine {
     /// Validates files and units only (the drift monitor's check).
     pub fn validate_files(&self, config: &MachineConfig, ign: &Config) -> ValidationReport {
         validate(&self.root, config.name(), ign)
+    }
+
+    /// Validates what the config says about the `changed` paths only (a drift event's check).
+    pub fn validate_paths(
+        &self,
+        config: &MachineConfig,
+        ign: &Config,
+        changed: &BTreeSet<String>,
+    ) -> ValidationReport {
+        validate_paths(&self.root, config.name(), ign, changed)
     }
 }

@@ -84,6 +84,37 @@ pub(super) fn check_owner(
     })
 }
 
+/// The paths [`check_core`] reads for `config` on this root: core's keys file and, when the
+/// config gives core a password hash, the shadow file (what the drift monitor watches besides
+/// the managed files). Empty when the config or the root has no `core`.
+pub(super) fn core_paths(accounts: &Accounts, config: &Config) -> Vec<String> {
+    let entries: Vec<_> = config
+        .passwd
+        .users
+        .iter()
+        .filter(|u| u.name == CORE)
+        .collect();
+    let Some(core) = accounts.user(CORE) else {
+        return Vec::new();
+    };
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let home = if core.home.starts_with('/') {
+        core.home.as_str()
+    } else {
+        CORE_HOME
+    };
+    let mut paths = vec![authorized_keys_path(Path::new(home)).display().to_string()];
+    if entries
+        .iter()
+        .any(|u| u.password_hash.as_deref().is_some_and(|h| !h.is_empty()))
+    {
+        paths.push(shadow::SHADOW.to_string());
+    }
+    paths
+}
+
 /// core's keys file and password hash against `config`, when the config has a `core` entry and
 /// the root a `core` user (apply manages neither otherwise). The keys file must hold exactly the
 /// config's keys (none: absent or empty), mode 0600, owned by core; the hash must be the

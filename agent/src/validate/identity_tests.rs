@@ -162,3 +162,63 @@ fn a_changed_password_hash_is_named_without_showing_it() {
         );
     }
 }
+
+/// The drift monitor's check of the paths that changed: only what the config says about them
+/// (another drifted file is not this event's business), core's keys and hash when their files
+/// are among them; and the paths it watches for core.
+#[test]
+fn only_the_changed_paths_are_checked() {
+    let dir = matching_root();
+    chown(dir.path().join("etc/a.conf"), Some(1000), Some(1000)).unwrap();
+    fs::write(dir.path().join("etc/core.conf"), "drifted").unwrap();
+    let keys = "/home/core/.ssh/authorized_keys.d/ignition";
+    fs::write(
+        dir.path().join(keys.trim_start_matches('/')),
+        format!("{KEY}\nssh-ed25519 AAAAintruder evil\n"),
+    )
+    .unwrap();
+    let root = Root::open(dir.path()).unwrap();
+    assert_eq!(
+        core_paths(&root, &config()),
+        [keys.to_string(), "/etc/shadow".to_string()]
+    );
+    let rows: &[(&[&str], &[&str])] = &[
+        (&[], &[]),
+        (&["/etc/unmanaged"], &[]),
+        (
+            &["/etc/core.conf"],
+            &["content mismatch for file \"/etc/core.conf\""],
+        ),
+        (
+            &["/etc/a.conf"],
+            &[
+                "owner mismatch for file: \"/etc/a.conf\"; expected: 0:0 (root:root); received: 1000:1000 (core:core)",
+            ],
+        ),
+        (
+            &[keys],
+            &[
+                "content mismatch for SSH keys of user \"core\" in \"/home/core/.ssh/authorized_keys.d/ignition\"",
+            ],
+        ),
+        (
+            &["/etc/shadow"],
+            &[
+                "content mismatch for SSH keys of user \"core\" in \"/home/core/.ssh/authorized_keys.d/ignition\"",
+            ],
+        ),
+    ];
+    for (changed, want) in rows {
+        let changed: BTreeSet<String> = changed.iter().map(|p| p.to_string()).collect();
+        let got: Vec<String> = validate_paths(&root, "rendered-worker-1", &config(), &changed)
+            .mismatches
+            .into_iter()
+            .map(|m| m.message)
+            .collect();
+        assert_eq!(got, *want, "changed: {changed:?}");
+    }
+    // without core in the config, nothing of core's is watched
+    let mut without_core = config();
+    without_core.passwd.users.clear();
+    assert_eq!(core_paths(&root, &without_core), Vec::<String>::new());
+}

@@ -13,6 +13,7 @@ mod gofmt;
 mod identity;
 mod report;
 
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -57,6 +58,48 @@ pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationRe
         config: config_name.to_string(),
         mismatches,
     }
+}
+
+/// Validates only what `config` says about `changed` (node paths of files, units and drop-ins,
+/// and core's keys file or the shadow file for core's keys and hash): what the drift monitor
+/// checks when those paths change, instead of every file.
+pub fn validate_paths(
+    root: &Root,
+    config_name: &str,
+    config: &Config,
+    changed: &BTreeSet<String>,
+) -> ValidationReport {
+    let mut subset = Config::default();
+    subset.storage.files = config
+        .storage
+        .files
+        .iter()
+        .filter(|f| changed.contains(&f.path))
+        .cloned()
+        .collect();
+    subset.systemd.units = config
+        .systemd
+        .units
+        .iter()
+        .filter(|u| {
+            changed.contains(&format!("{SYSTEM_UNIT_DIR}/{}", u.name))
+                || u.dropins.iter().any(|d| {
+                    changed.contains(&format!("{SYSTEM_UNIT_DIR}/{}.d/{}", u.name, d.name))
+                })
+        })
+        .cloned()
+        .collect();
+    if core_paths(root, config).iter().any(|p| changed.contains(p)) {
+        subset.passwd = config.passwd.clone();
+    }
+    validate(root, config_name, &subset)
+}
+
+/// The paths core's keys and password hash live in on `root`, when `config` manages them (see
+/// [`validate`]): watched for drift like the managed files.
+pub fn core_paths(root: &Root, config: &Config) -> Vec<String> {
+    let accounts = Accounts::load(root).unwrap_or_default();
+    identity::core_paths(&accounts, config)
 }
 
 /// The root and its user database.
