@@ -2,7 +2,9 @@
 //! files, over 8 MiB, a few large CA bundles, some gzip-compressed, units with drop-ins) applied
 //! to a temp root with `mco-agent once-from`, then `mco-agent validate` timed against a plain read
 //! of the same files, and the peak RSS of `once-from` (getrusage of the child) for the config
-//! and for configs twice and four times its size (how peak memory grows with the config).
+//! and for configs twice and four times its size (how peak memory grows with the config); and
+//! what the daemon does when the drift monitor sees one managed file change (read the recorded
+//! current config, check that path) against checking every file.
 //!
 //! Only runs under `cargo bench` (`--bench`); listed by a test runner, it has no tests.
 
@@ -76,6 +78,9 @@ fn main() {
         assert!(out.status.success());
     });
 
+    let drift_one = drift_check(&root, Some(&paths[0]));
+    let drift_all = drift_check(&root, None);
+
     let mut report = String::new();
     let _ = writeln!(
         report,
@@ -114,6 +119,16 @@ fn main() {
         &format!("`cat` of the {} files (median)", paths.len()),
         cat,
     );
+    row(
+        &mut report,
+        "drift event: read currentconfig, check the changed file",
+        drift_one,
+    );
+    row(
+        &mut report,
+        "drift check of every file (before: each drift event)",
+        drift_all,
+    );
     let _ = writeln!(
         report,
         "once-from peak RSS: {:.1} MiB",
@@ -132,6 +147,32 @@ fn main() {
     }
     print!("{report}");
     std::io::stdout().flush().ok();
+}
+
+/// The daemon's reaction to a drift event, in process (median): the recorded current config
+/// read and parsed, then the changed file checked (`changed`), or every file (`None`).
+fn drift_check(root: &Path, changed: Option<&Path>) -> Measure {
+    let handle = mco_agent::rootfs::Root::open(root).expect("root");
+    let changed: Option<std::collections::BTreeSet<String>> = changed.map(|p| {
+        let node_path = format!(
+            "/{}",
+            p.strip_prefix(root).expect("under the root").display()
+        );
+        std::collections::BTreeSet::from([node_path])
+    });
+    median(Who::Itself, || {
+        let current = mco_agent::input::read_current(&handle)
+            .expect("currentconfig")
+            .expect("recorded by once-from");
+        let name = current.machine_config.name();
+        let report = match &changed {
+            Some(paths) => {
+                mco_agent::validate::validate_paths(&handle, name, &current.ignition, paths)
+            }
+            None => mco_agent::validate::validate(&handle, name, &current.ignition),
+        };
+        assert!(report.is_ok(), "{:?}", report.lines());
+    })
 }
 
 /// The config sizes peak memory is measured at (multiples of the benchmark config).
