@@ -103,7 +103,8 @@ impl Snapshot {
                 if node != Some(owner.as_str()) {
                     return Err(ServeError::Forbidden(format!(
                         "rendered config {name:?} of pool {pool:?} is node {owner:?}'s own: it is \
-                         served only to that node, proven by its kubelet client certificate"
+                         served only to that node, proven by its kubelet client certificate or bootstrap \
+                         token"
                     )));
                 }
                 return Ok(mc);

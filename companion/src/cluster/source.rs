@@ -5,7 +5,7 @@
 //! (`status.updatedMachineCount > 0`), else `status.configuration.name`, so a new node never
 //! boots into a config no node has proven. An unknown pool, or a config not (yet) in the cache,
 //! is a 500 as in the MCS (a booting node retries). A node that proved its name (client
-//! certificate) gets its per-node config: the one the controller rendered for it in this pool
+//! certificate or bootstrap token) gets its per-node config: the one the controller rendered for it in this pool
 //! on top of the served config (the controller renders per-node configs only for the pool's
 //! members, so that config is also the proof that the node belongs to the pool).
 //!
@@ -123,7 +123,7 @@ impl ClusterSource {
         {
             return Err(ServeError::Forbidden(format!(
                 "rendered config {name:?} of pool {pool:?} is node {owner:?}'s own: it is served \
-                 only to that node, proven by its kubelet client certificate"
+                 only to that node, proven by its kubelet client certificate or bootstrap token"
             )));
         }
         Ok(mc)
