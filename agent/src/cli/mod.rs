@@ -2,6 +2,8 @@
 //! [`Command`] (its doc comment is the help text), a module with an `Args` struct and a `run`
 //! function, and a match arm in [`run`].
 
+pub mod config;
+pub mod config_file;
 pub mod diff;
 pub mod drain;
 pub mod once_from;
@@ -9,10 +11,11 @@ pub mod start;
 pub mod status;
 pub mod validate;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit code of a failed command (bad input, I/O error, refusal).
 pub const EXIT_FAILURE: u8 = 1;
@@ -48,11 +51,92 @@ pub enum Command {
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
+    /// The agent's configuration files (`/usr/lib/mco-agent/config.d`, `/etc/mco-agent/config.d`).
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
+/// A parsed command line: `start` and `config show` with the configuration fragments' settings
+/// added where neither the command line nor the environment gave a value.
+#[derive(Debug)]
+pub struct Parsed {
+    pub cli: Cli,
+    /// What `config show` prints.
+    pub config_shown: Option<String>,
+}
+
+/// Parses `argv` (with the binary's name first). Usage errors, `--help` and `--version` exit as
+/// clap makes them; a bad configuration fragment is an error naming its file, line and key.
+pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
+    let command = Cli::command();
+    let matches = command
+        .clone()
+        .try_get_matches_from(&argv)
+        .unwrap_or_else(|e| e.exit());
+    // the subcommand whose options the fragments set, and how many words name it
+    let words = match matches.subcommand() {
+        Some(("start", _)) => 1,
+        Some(("config", m)) if m.subcommand_name() == Some("show") => 2,
+        _ => {
+            let cli = Cli::from_arg_matches(&matches).context("parsing the command line")?;
+            return Ok(Parsed {
+                cli,
+                config_shown: None,
+            });
+        }
+    };
+    let start = command
+        .find_subcommand("start")
+        .context("the start subcommand")?;
+    let settings = config_file::load(&config_file::config_root(), start)?;
+    let options = |m: &clap::ArgMatches| -> Option<clap::ArgMatches> {
+        match words {
+            1 => m.subcommand_matches("start").cloned(),
+            _ => m
+                .subcommand_matches("config")
+                .and_then(|c| c.subcommand_matches("show"))
+                .cloned(),
+        }
+    };
+    let given = options(&matches).context("the subcommand's options")?;
+    let added = config_file::arguments_from(&settings, start, &given);
+    let from_files: Vec<String> = added.iter().map(|(key, _)| key.clone()).collect();
+    let matches = if added.is_empty() {
+        matches
+    } else {
+        // right after the words that name the subcommand, before what the user typed
+        let at = argv
+            .iter()
+            .position(|a| a == "start" || a == "config")
+            .map_or(1, |i| i + words);
+        let mut argv = argv;
+        argv.splice(
+            at..at,
+            added
+                .into_iter()
+                .flat_map(|(_, args)| args)
+                .map(OsString::from),
+        );
+        command
+            .clone()
+            .try_get_matches_from(&argv)
+            .unwrap_or_else(|e| e.exit())
+    };
+    let config_shown = match words {
+        2 => {
+            let shown = options(&matches).context("the subcommand's options")?;
+            Some(config::render(start, &shown, &settings, &from_files))
+        }
+        _ => None,
+    };
+    let cli = Cli::from_arg_matches(&matches).context("parsing the command line")?;
+    Ok(Parsed { cli, config_shown })
+}
+
+/// Runs a parsed command line.
+pub fn run(parsed: Parsed) -> Result<ExitCode> {
+    let shown = parsed.config_shown.as_deref();
+    match parsed.cli.command {
         Command::Start(args) => start::run(&args),
         Command::OnceFrom(args) => once_from::run(&args),
         Command::Validate(args) => validate::run(&args),
@@ -60,20 +144,39 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
         Command::Status(args) => status::run(&args),
+        // what `parse` rendered, with the origin of every value
+        Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
     }
 }
 
 /// The binary's entry point: parse, log to stderr, run, and print a failure as one line.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let parsed = match parse(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
     // The daemon logs its progress; interactive commands only what goes wrong.
-    init_logging(match cli.command {
+    init_logging(match parsed.cli.command {
         Command::Start(_) => "info",
         _ => "warn",
     });
+    if let Command::Start(_) = parsed.cli.command {
+        let root = config_file::config_root();
+        let files = config_file::fragments(&root).unwrap_or_default();
+        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        tracing::info!(
+            fragments = ?files,
+            "configuration: {} fragment(s) of {}",
+            files.len(),
+            config_file::CONFIG_DIRS.join(", ")
+        );
+    }
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    match run(cli) {
+    match run(parsed) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

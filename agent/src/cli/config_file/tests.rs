@@ -1,0 +1,133 @@
+use super::*;
+use clap::CommandFactory;
+
+fn start() -> Command {
+    crate::cli::Cli::command()
+        .find_subcommand("start")
+        .cloned()
+        .unwrap()
+}
+
+/// A config root with `files` (path under the root, contents).
+fn root_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+const USR: &str = "usr/lib/mco-agent/config.d";
+const ETC: &str = "etc/mco-agent/config.d";
+
+#[test]
+fn fragments_apply_by_name_and_etc_masks_usr_lib() {
+    let dir = root_with(&[
+        (
+            &format!("{USR}/10-dist.toml"),
+            "poll_interval = \"10s\"\npool = \"worker\"\n",
+        ),
+        (
+            &format!("{USR}/20-masked.toml"),
+            "drain_mode = \"controller\"\n",
+        ),
+        (&format!("{ETC}/20-masked.toml"), "# the admin's copy\n"),
+        (
+            &format!("{ETC}/30-admin.toml"),
+            "\npoll_interval = \"45s\"\nskip_reboot = true\n",
+        ),
+        (&format!("{ETC}/notes.txt"), "not a fragment"),
+    ]);
+    let names: Vec<String> = fragments(dir.path())
+        .unwrap()
+        .iter()
+        .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            format!("{USR}/10-dist.toml"),
+            format!("{ETC}/20-masked.toml"),
+            format!("{ETC}/30-admin.toml")
+        ]
+    );
+    let settings = load(dir.path(), &start()).unwrap();
+    let got: Vec<(&str, &str, usize)> = settings
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.value.as_str(), s.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("poll_interval", "45s", 2),
+            ("pool", "worker", 2),
+            ("skip_reboot", "true", 3)
+        ]
+    );
+    assert!(settings["poll_interval"].file.ends_with("30-admin.toml"));
+}
+
+#[test]
+fn a_bad_fragment_is_one_error_naming_the_file_the_line_and_the_key() {
+    let rows: &[(&str, &str)] = &[
+        (
+            "pool = \"worker\"\npol_interval = \"3s\"\n",
+            ":2: unknown key \"pol_interval\"",
+        ),
+        (
+            "\n\npoll_interval = \"forever\"\n",
+            ":3: poll_interval: invalid value 'forever'",
+        ),
+        (
+            "poll_interval =\n",
+            ":1: not a valid configuration fragment",
+        ),
+        (
+            "skip_reboot = \"yes\"\n",
+            ":1: skip_reboot: expected true or false",
+        ),
+        (
+            "drain_mode = \"kubectl\"\n",
+            ":1: drain_mode: invalid value 'kubectl'",
+        ),
+        (
+            "pool = [\"a\", \"b\"]\n",
+            ":1: pool: expected a single value",
+        ),
+        ("help = true\n", ":1: unknown key \"help\""),
+    ];
+    for (text, want) in rows {
+        let dir = root_with(&[(&format!("{ETC}/50-x.toml"), text)]);
+        let err = format!("{:#}", load(dir.path(), &start()).unwrap_err());
+        assert!(err.contains(&format!("50-x.toml{want}")), "{text:?}: {err}");
+    }
+}
+
+#[test]
+fn the_command_line_wins_over_the_fragments_and_so_does_a_conflicting_option() {
+    let dir = root_with(&[(
+        &format!("{ETC}/50-x.toml"),
+        "pool = \"infra\"\npoll_interval = \"45s\"\nskip_reboot = true\nconfig_server = \"https://mcs:22623\"\n",
+    )]);
+    let start = start();
+    let settings = load(dir.path(), &start).unwrap();
+    let matches = start
+        .clone()
+        .no_binary_name(true)
+        .try_get_matches_from(["--pool", "worker", "--config-file", "/etc/desired.json"])
+        .unwrap();
+    let added: Vec<(String, Vec<String>)> = arguments_from(&settings, &start, &matches);
+    assert_eq!(
+        added,
+        [
+            (
+                "poll_interval".to_string(),
+                vec!["--poll-interval=45s".to_string()]
+            ),
+            ("skip_reboot".to_string(), vec!["--skip-reboot".to_string()]),
+        ],
+        "pool is the command line's; config_server conflicts with the --config-file given"
+    );
+}
