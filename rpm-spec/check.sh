@@ -29,6 +29,7 @@ lists() {
 lists "$main" /usr/bin/mco-agent /usr/libexec/mco-firstboot \
   /usr/lib/systemd/system/mco-agent.service /usr/lib/systemd/system/mco-firstboot.service \
   /usr/lib/systemd/system-preset/80-mco-agent.preset /usr/lib/tmpfiles.d/mco-agent.conf \
+  /usr/lib/mco-agent/config.d /etc/mco-agent/config.d \
   /usr/share/licenses/mco-agent/LICENSE
 lists "$selinux" /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 \
   /usr/share/selinux/devel/include/distributed/mco_agent.if
