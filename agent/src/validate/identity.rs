@@ -3,15 +3,16 @@
 //! key appended to core's key file or a new password hash would pass its validation. Here each
 //! is a mismatch, named without printing a key or a hash.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use machine_config::ignition::NodeOwner;
+use machine_config::ignition::PasswdUser;
 use machine_config::{Config, File};
 
 use super::go_quote;
 use super::report::{Facts, Mismatch, MismatchKind, octal, sha256_hex};
 use crate::apply::authorized_keys_path;
-use crate::rootfs::accounts::Accounts;
+use crate::rootfs::accounts::{Accounts, User};
 use crate::rootfs::{Owner, Root, shadow};
 
 /// The only user whose keys and password the agent manages.
@@ -84,32 +85,57 @@ pub(super) fn check_owner(
     })
 }
 
+/// What the config and the root say about `core`: the config's entries for it, the root's
+/// `core` user and the path of its keys file; `None` when either has no `core` (apply manages
+/// neither keys nor hash then).
+struct Core<'a> {
+    entries: Vec<&'a PasswdUser>,
+    user: &'a User,
+    keys_path: PathBuf,
+}
+
+impl<'a> Core<'a> {
+    fn of(accounts: &'a Accounts, config: &'a Config) -> Option<Core<'a>> {
+        let entries: Vec<_> = config
+            .passwd
+            .users
+            .iter()
+            .filter(|u| u.name == CORE)
+            .collect();
+        let user = accounts.user(CORE)?;
+        if entries.is_empty() {
+            return None;
+        }
+        let home = if user.home.starts_with('/') {
+            user.home.as_str()
+        } else {
+            CORE_HOME
+        };
+        Some(Core {
+            entries,
+            user,
+            keys_path: authorized_keys_path(Path::new(home)),
+        })
+    }
+
+    /// The last non-empty password hash the config gives core.
+    fn hash(&self) -> Option<&'a str> {
+        self.entries
+            .iter()
+            .filter_map(|u| u.password_hash.as_deref())
+            .rfind(|h| !h.is_empty())
+    }
+}
+
 /// The paths [`check_core`] reads for `config` on this root: core's keys file and, when the
 /// config gives core a password hash, the shadow file (what the drift monitor watches besides
 /// the managed files). Empty when the config or the root has no `core`.
 pub(super) fn core_paths(accounts: &Accounts, config: &Config) -> Vec<String> {
-    let entries: Vec<_> = config
-        .passwd
-        .users
-        .iter()
-        .filter(|u| u.name == CORE)
-        .collect();
-    let Some(core) = accounts.user(CORE) else {
+    let Some(core) = Core::of(accounts, config) else {
         return Vec::new();
     };
-    if entries.is_empty() {
-        return Vec::new();
-    }
-    let home = if core.home.starts_with('/') {
-        core.home.as_str()
-    } else {
-        CORE_HOME
-    };
-    let mut paths = vec![authorized_keys_path(Path::new(home)).display().to_string()];
-    if entries
-        .iter()
-        .any(|u| u.password_hash.as_deref().is_some_and(|h| !h.is_empty()))
-    {
+    let mut paths = vec![core.keys_path.display().to_string()];
+    if core.hash().is_some() {
         paths.push(shadow::SHADOW.to_string());
     }
     paths
@@ -125,33 +151,20 @@ pub(super) fn check_core(
     config: &Config,
     out: &mut Vec<Mismatch>,
 ) {
-    let entries: Vec<_> = config
-        .passwd
-        .users
-        .iter()
-        .filter(|u| u.name == CORE)
-        .collect();
-    let Some(core) = accounts.user(CORE) else {
+    let Some(core) = Core::of(accounts, config) else {
         return;
     };
-    if entries.is_empty() {
-        return;
-    }
-    let keys: String = entries
+    let keys: String = core
+        .entries
         .iter()
         .flat_map(|u| u.ssh_authorized_keys.iter())
         .map(|k| format!("{k}\n"))
         .collect();
-    let home = if core.home.starts_with('/') {
-        core.home.as_str()
-    } else {
-        CORE_HOME
-    };
-    let path = authorized_keys_path(Path::new(home));
+    let path = core.keys_path.clone();
     let shown = path.display().to_string();
     let owner = Owner {
-        uid: core.uid,
-        gid: core.gid,
+        uid: core.user.uid,
+        gid: core.user.gid,
     };
     let expected = Facts {
         owner: Some(format!("{}:{}", owner.uid, owner.gid)),
@@ -210,11 +223,7 @@ pub(super) fn check_core(
         )),
     }
 
-    let Some(hash) = entries
-        .iter()
-        .filter_map(|u| u.password_hash.as_deref())
-        .rfind(|h| !h.is_empty())
-    else {
+    let Some(hash) = core.hash() else {
         return;
     };
     let hash_mismatch = |kind, message: String| Mismatch {
