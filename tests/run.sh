@@ -29,6 +29,12 @@ if [ ${#left_out[@]} -gt 0 ]; then
   filter=(-E "not ($joined)")
 fi
 
+# The fuzz workspace's lock file follows the main one (a dependency added to a crate the fuzz
+# targets use must be locked there too): checked first, not after 12 minutes of tests.
+cargo metadata -q --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null || {
+  echo "tests/run.sh: fuzz/Cargo.lock is stale: run 'cargo metadata --manifest-path fuzz/Cargo.toml' and commit it" >&2
+  exit 1; }
+
 # Formatting and lints first: seconds, where the tiers below take many minutes.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
