@@ -102,6 +102,40 @@ pub fn init(
     Ok(LogSink::Stderr)
 }
 
+/// Installs the logger of an admin command that changes the node (`recover`): its decisions
+/// go to the journal whenever journald can be reached (at `info`, under `identifier`, so
+/// `journalctl -u mco-agent` or `-t mco-agent` shows who did what, also when run from a shell),
+/// and to stderr at `warn` (`RUST_LOG` overrides), so the terminal shows what goes wrong.
+pub fn init_admin(identifier: &str) -> Result<LogSink, LoggingError> {
+    use tracing_subscriber::Layer as _;
+    let stderr = tracing_subscriber::fmt::layer()
+        .compact()
+        .with_writer(std::io::stderr)
+        .with_filter(filter(None, "warn")?);
+    let journald = tracing_journald::layer().ok().map(|layer| {
+        layer
+            .with_priority_mappings(PriorityMappings {
+                info: Priority::Informational,
+                debug: Priority::Debug,
+                ..PriorityMappings::new()
+            })
+            .with_syslog_identifier(identifier.to_owned())
+            .with_field_prefix(Some(JOURNAL_FIELD_PREFIX.to_owned()))
+            .with_filter(EnvFilter::new("info"))
+    });
+    let sink = if journald.is_some() {
+        LogSink::Journald
+    } else {
+        LogSink::Stderr
+    };
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(journald)
+        .try_init()
+        .map_err(|_| LoggingError::AlreadyInstalled)?;
+    Ok(sink)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

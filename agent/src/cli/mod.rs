@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod diff;
 pub mod drain;
 pub mod once_from;
+pub mod recover;
 pub mod start;
 pub mod status;
 pub mod validate;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
+    /// For a Degraded or stuck node: show what is wrong and, confirmed, re-apply the desired
+    /// config over drift or re-target the node to the config it runs.
+    Recover(recover::Args),
     /// The agent's configuration files (`/usr/lib/mco-agent/config.d`, `/etc/mco-agent/config.d`).
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -144,6 +148,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
         Command::Status(args) => status::run(&args),
+        Command::Recover(args) => recover::run(&args),
         // what `parse` rendered, with the origin of every value
         Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
     }
@@ -159,10 +164,16 @@ pub fn main() -> ExitCode {
         }
     };
     // The daemon logs its progress; interactive commands only what goes wrong.
-    init_logging(match parsed.cli.command {
-        Command::Start(_) => "info",
-        _ => "warn",
-    });
+    match parsed.cli.command {
+        Command::Start(_) => init_logging("info"),
+        // what an admin command changes on the node goes to the journal too
+        Command::Recover(_) => {
+            if let Err(e) = crate::logging::init_admin("mco-agent") {
+                eprintln!("warning: logging not set up: {e}");
+            }
+        }
+        _ => init_logging("warn"),
+    }
     if let Command::Start(_) = parsed.cli.command {
         let root = config_file::config_root();
         let files = config_file::fragments(&root).unwrap_or_default();

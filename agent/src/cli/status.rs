@@ -12,7 +12,7 @@
 //!
 //! What cannot be read is said, and the rest is still shown.
 
-mod render;
+pub(crate) mod render;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

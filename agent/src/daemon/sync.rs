@@ -113,6 +113,14 @@ impl Daemon {
             ),
         };
         tracing::warn!(reason, "fetching the desired config failed");
+        // What the node is told to be in, for `status` and `recover`, even when it cannot be had.
+        if let Some(n) = name
+            && self.engine.reporter().status().desired.as_deref() != Some(n)
+        {
+            self.engine
+                .reporter()
+                .update_status(self.engine.root(), |s| s.desired = Some(n.to_string()));
+        }
         let current = input::read_current(self.engine.root())
             .ok()
             .flatten()

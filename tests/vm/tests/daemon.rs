@@ -47,7 +47,8 @@ fn node_in_cluster(name: &str, cluster: &GuestCluster, first: &str) -> Result<Vm
 
 #[test]
 #[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
-fn daemon_applies_without_a_reboot_degrades_on_drift_and_recovers_by_force() -> Result<()> {
+fn daemon_applies_without_a_reboot_degrades_on_drift_and_recovers_by_force_and_by_recover()
+-> Result<()> {
     let cluster = GuestCluster::start()?;
     // the kubelet's pull secret: the MCD's disruption policy for it is None
     cluster.add_config(
@@ -79,6 +80,25 @@ fn daemon_applies_without_a_reboot_degrades_on_drift_and_recovers_by_force() -> 
     ensure!(vm.run(&format!("cat {PULL_SECRET}"))? == "{\"auths\":{}}\n");
     vm.run("test ! -e /run/machine-config-daemon-force")?;
     ensure!(vm.run("cat /proc/sys/kernel/random/boot_id")? == boot_id);
+
+    // drift again; `mco-agent recover` (the kubelet's kubeconfig, the host name as the node)
+    // shows the mismatch and, confirmed, has the running agent re-apply: Done, no reboot
+    vm.run(&format!("echo '{{}}' > {PULL_SECRET}"))?;
+    cluster.wait_for_state("Degraded", None, Duration::from_secs(30))?;
+    let out = vm.run("mco-agent recover --yes --wait 60s </dev/null 2>&1")?;
+    ensure!(
+        out.contains(&format!("content mismatch for file \"{PULL_SECRET}\""))
+            && out.contains("Remedy: re-apply rendered-worker-1")
+            && out.contains("Recovered: the node is Done in rendered-worker-1"),
+        "recover:\n{out}"
+    );
+    ensure!(vm.run(&format!("cat {PULL_SECRET}"))? == "{\"auths\":{}}\n");
+    ensure!(vm.run("cat /proc/sys/kernel/random/boot_id")? == boot_id);
+    let logged = vm.run("journalctl -b -t mco-agent -o cat | grep 'mco-agent recover:' || true")?;
+    ensure!(
+        logged.contains("re-apply rendered-worker-1"),
+        "the journal does not show recover's choice:\n{logged}"
+    );
     ensure!(vm.boots().len() == 1);
     let restarts = vm.run("systemctl show -P NRestarts mco-agent.service")?;
     ensure!(
