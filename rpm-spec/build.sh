@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the mco-agent RPMs with rpmbuild and leaves them in OUTDIR.
 # usage: rpm-spec/build.sh OUTDIR [--prebuilt DIR]
-#   --prebuilt DIR  package DIR/mco-agent and DIR/mco-firstboot (e.g. target/release) and a
-#                   policy module built here by selinux/build.sh, instead of running
-#                   `cargo build --release` and selinux/build.sh in %build
+#   --prebuilt DIR  package DIR/mco-agent and DIR/mco-firstboot (e.g. target/release), a
+#                   policy module built here by selinux/build.sh and the man pages and shell
+#                   completions DIR/mco-docgen writes here, instead of running
+#                   `cargo build --release`, selinux/build.sh and mco-docgen in %build
 # On Debian, macros.debian-compat supplies the systemd and SELinux macros Debian's rpm lacks.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -50,11 +51,12 @@ fi
 if [ -n "$prebuilt" ]; then
   artifacts=$top/artifacts
   mkdir -p "$artifacts"
-  for bin in mco-agent mco-firstboot; do
+  for bin in mco-agent mco-firstboot mco-docgen; do
     [ -x "$prebuilt/$bin" ] || die "$prebuilt/$bin: missing (build it first)"
-    cp "$prebuilt/$bin" "$artifacts/"
   done
+  cp "$prebuilt/mco-agent" "$prebuilt/mco-firstboot" "$artifacts/"
   "$ROOT/selinux/build.sh" "$artifacts"
+  "$prebuilt/mco-docgen" "$ROOT/docs/man" "$artifacts/docs" >/dev/null
   args+=(--define "mco_prebuilt $artifacts")
 fi
 rpmbuild -bb "${args[@]}" "$top/SPECS/mco-agent.spec" >"$top/rpmbuild.log" 2>&1 ||

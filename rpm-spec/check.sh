@@ -2,7 +2,7 @@
 # Builds the RPMs here (rpm-spec/build.sh, with the debug binaries cargo built), checks what
 # `rpm -qlp` lists, the scriptlets and dependencies, and installs them into a temporary
 # `rpm --root` (--nodeps --noscripts: the root has no rpm-ostree or systemd), then verifies them.
-# usage: rpm-spec/check.sh      (after `cargo build -p mco-agent -p mco-firstboot`)
+# usage: rpm-spec/check.sh      (after `cargo build -p mco-agent -p mco-firstboot -p mco-docgen`)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -65,4 +65,52 @@ rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -V --nodeps mco-agent mco-agent-s
 cmp -s "$r/usr/lib/systemd/system/mco-agent.service" "$ROOT/units/mco-agent.service" ||
   fail "the packaged mco-agent.service differs from units/"
 checks=$((checks + 4))
+
+# man pages: every page mco-docgen writes for the agent and mco-firstboot is packaged (gzipped
+# or not, as the distribution's rpmbuild compresses them), man(1) finds and renders the installed
+# ones, and each unit's Documentation= names a packaged page
+"$TARGET/debug/mco-docgen" "$ROOT/docs/man" "$work/docs" >/dev/null || fail "mco-docgen failed"
+pages=$(cd "$work/docs/man/man8" && ls mco-agent.8 mco-agent-*.8 mco-firstboot.8)
+[ "$(wc -w <<<"$pages")" -ge 10 ] || fail "mco-docgen wrote only: $pages"
+listing=$(rpm -qlp "$main")
+for page in $pages; do
+  grep -qE "^/usr/share/man/man8/${page//./\\.}(\.(gz|bz2|xz|zst))?\$" <<<"$listing" ||
+    fail "$(basename "$main") does not contain the man page $page"
+  checks=$((checks + 1))
+done
+# shows PAGE WHAT...: `man PAGE` in the installed root prints every WHAT
+shows() {
+  local page=$1 out
+  shift
+  # one line per paragraph (no wrapping, no hyphenation), ASCII, justification spaces squeezed
+  out=$(MANPATH="$r/usr/share/man" MANWIDTH=1000 LC_ALL=C man "$page" 2>&1 | tr -s ' ') ||
+    fail "man $page: $out"
+  for what in "$@"; do
+    grep -qF -- "$what" <<<"$out" || fail "man $page does not show '$what': $(head -20 <<<"$out")"
+  done
+  checks=$((checks + 1))
+}
+shows mco-agent-start 'mco-agent start [--root]' 'EXIT STATUS' '/etc/mco-agent/config.d/*.toml' \
+  'MCO_AGENT_CONFIG_SERVER' 'SEE ALSO'
+shows mco-agent 'mco-agent-config(8)' 'mco-agent-status(8)' 'EXAMPLES'
+shows mco-firstboot '--retry-every' '/etc/ignition-machine-config-encapsulated.json'
+for unit in mco-agent mco-firstboot; do
+  documented=$(sed -n 's/^Documentation=//p' "$r/usr/lib/systemd/system/$unit.service" | tr ' ' '\n' | sed -n 's/^man:\([^(]*\)(8)$/\1/p')
+  [ -n "$documented" ] || fail "$unit.service: Documentation= names no man page"
+  for page in $documented; do
+    ls "$r/usr/share/man/man8/$page.8"* >/dev/null 2>&1 || fail "$unit.service: Documentation= names $page(8), not installed"
+    checks=$((checks + 1))
+  done
+done
+
+# shell completions: installed where each shell looks for them, and they parse
+for bin in mco-agent mco-firstboot; do
+  for script in "bash /usr/share/bash-completion/completions/$bin" \
+    "zsh /usr/share/zsh/site-functions/_$bin" "fish /usr/share/fish/vendor_completions.d/$bin.fish"; do
+    read -r shell path <<<"$script"
+    [ -s "$r$path" ] || fail "$path: not installed"
+    out=$("$shell" -n "$r$path" 2>&1) || fail "$shell -n $path: $out"
+    checks=$((checks + 1))
+  done
+done
 echo "rpm-spec/check.sh: $(basename "$main") and $(basename "$selinux") build, list and install; $checks checks passed"

@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build -q -p mco-agent -p mco-firstboot
+# the man page and completion generator, on its own as the spec builds it
+cargo build -q -p mco-docgen
 units/check.sh
 selinux/check.sh
 rpm-spec/check.sh
@@ -48,6 +50,11 @@ done
 listing=$(rpm -qlp "$from_source"/rpms/mco-agent-selinux-"$version"-*.noarch.rpm)
 grep -qxF /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 <<<"$listing" ||
   fail "the -selinux RPM built from source lacks the policy module"
+# %build ran mco-docgen: the man pages and completions are in the package
+[ -s "$from_source/usr/share/bash-completion/completions/mco-agent" ] ||
+  fail "the RPM built from source lacks the bash completion of mco-agent"
+ls "$from_source"/usr/share/man/man8/mco-agent-start.8* >/dev/null 2>&1 ||
+  fail "the RPM built from source lacks mco-agent-start(8)"
 echo "tests/packaging.sh: the RPMs build from source (rpmbuild %build), their binaries run ($version)"
 
 # The Containerfile cannot be built here (no container engine, no registry): check that every

@@ -20,6 +20,9 @@ packages=(
   systemd
   # packaging checks (binutils: nm, the fakes check)
   rpm selinux-policy-dev checkpolicy semodule-utils policycoreutils selinux-utils setools bzip2 binutils
+  # man pages and completions (docgen's tests, rpm-spec/check.sh, units/check.sh): man(1) and
+  # groff render the pages; zsh and fish check that their completion scripts parse
+  man-db groff-base zsh fish
   # systemd in a container and VMs (qemu-utils pinned to bookworm: a newer qemu-utils from
   # backports breaks bookworm's qemu-system 7.2, and installing it alone removes qemu-img)
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs

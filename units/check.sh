@@ -2,7 +2,9 @@
 # Checks the units with `systemd-analyze verify` (systemd 252 on Debian 12) in a temporary root
 # that has the system's unit directory, our units, tmpfiles and preset, and the binaries their
 # ExecStart names (the debug binaries cargo built); then applies the tmpfiles in that root.
-# usage: units/check.sh      (after `cargo build -p mco-agent -p mco-firstboot`)
+# Documentation= is checked too: verify runs man(1) on each man: page, here the pages mco-docgen
+# writes into the root (MANPATH).
+# usage: units/check.sh      (after `cargo build -p mco-agent -p mco-firstboot -p mco-docgen`)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -20,7 +22,8 @@ install -m644 "$HERE/80-mco-agent.preset" "$r/usr/lib/systemd/system-preset/"
 install -m755 "$TARGET/debug/mco-agent" "$r/usr/bin/mco-agent"
 install -m755 "$TARGET/debug/mco-firstboot" "$r/usr/libexec/mco-firstboot"
 
-out=$(systemd-analyze verify --root="$r" \
+"$TARGET/debug/mco-docgen" "$ROOT/docs/man" "$r/usr/share" >/dev/null || fail "mco-docgen failed"
+out=$(MANPATH="$r/usr/share/man" systemd-analyze verify --root="$r" \
   /usr/lib/systemd/system/mco-agent.service /usr/lib/systemd/system/mco-firstboot.service 2>&1) ||
   fail "systemd-analyze verify: $out"
 # verify passes with warnings too: any line about our units is a defect

@@ -36,6 +36,7 @@
 //!   the served config at first boot).
 
 pub mod baseline;
+pub mod cli;
 pub mod complete;
 pub mod encapsulated;
 

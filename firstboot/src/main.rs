@@ -6,9 +6,7 @@
 //! oneshot unit's `Restart=` would not hold kubelet back: systemd ends the start job at the
 //! first failure.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -16,23 +14,8 @@ use machine_config::mco::paths::ENCAPSULATED;
 use mco_agent::host::reboot::{LogindRebooter, Rebooter};
 use mco_agent::os::{ClientConfig, DbusOsUpdater};
 use mco_agent::rootfs::Root;
+use mco_firstboot::cli::Args;
 use mco_firstboot::{Completed, Options, complete, encapsulated};
-
-/// Completes a node's first boot from the encapsulated MachineConfig (OS image, kernel
-/// arguments, kernel type, extensions through rpm-ostree), then reboots, before kubelet starts.
-#[derive(Debug, Parser)]
-#[command(name = "mco-firstboot", version)]
-struct Args {
-    /// Root directory of the node.
-    #[arg(long, default_value = "/")]
-    root: PathBuf,
-    /// Stage the changes but do not reboot.
-    #[arg(long)]
-    skip_reboot: bool,
-    /// After a failed attempt, try again after this long (e.g. `1m`), until one succeeds.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    retry_every: Option<Duration>,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();
