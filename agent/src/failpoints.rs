@@ -34,8 +34,6 @@ pub const POINTS: &[&str] = &[
     "engine::os-kargs",
     "engine::os-done",
     "engine::post-actions",
-    // Before each hook of a recorded update is started (marked started in the record).
-    "engine::hook-started",
     "engine::committed",
     "engine::reboot-recorded",
     "engine::reboot-requested",

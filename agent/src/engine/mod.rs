@@ -39,7 +39,8 @@
 //!
 //! The administrator's hooks (`/etc/mco-agent/hooks.d/<phase>/`) run at `pre-apply`,
 //! `post-apply`, `pre-reboot` and `post-boot`; when, and what their results and a crash while
-//! one runs do: [`hooks`].
+//! one runs do: [`hooks`] (a hook's start and end are marked in the record, so a restart does
+//! not run it twice for one step).
 //!
 //! Failpoints (feature `failpoints`, `FAILPOINTS='engine::writing=return(kill)'`): see
 //! [`crate::failpoints`]; every step has one.

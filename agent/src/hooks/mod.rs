@@ -258,8 +258,8 @@ impl HookInput {
         ]
     }
 
-    /// The extra variables of a playbook: the environment's facts, lower-case, and the whole
-    /// description as `mco_agent_update`.
+    /// The extra variables of a playbook: the environment's facts, lower-case, the whole
+    /// description as `mco_agent_update`, and `ansible_python_interpreter`.
     pub fn extra_vars(&self, hook: &Hook) -> serde_json::Value {
         let mut vars = serde_json::Map::new();
         for (key, value) in self.env(hook) {
@@ -272,6 +272,12 @@ impl HookInput {
         vars.insert(
             "mco_agent_update".to_string(),
             serde_json::to_value(self).unwrap_or_default(),
+        );
+        // Modules run with the Python that runs ansible-playbook, as Ansible advises for the
+        // local connection (its discovery may pick another Python of the host).
+        vars.insert(
+            "ansible_python_interpreter".to_string(),
+            serde_json::Value::String("{{ ansible_playbook_python }}".to_string()),
         );
         serde_json::Value::Object(vars)
     }

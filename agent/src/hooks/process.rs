@@ -78,8 +78,10 @@ pub async fn run_file(
             if check {
                 cmd.args(["--check", "--diff"]);
             }
-            // Plain lines in the journal, and no nagging about the implicit localhost.
+            // Plain lines in the journal (a task's result on one line, which the message of a
+            // failed playbook quotes), and no nagging about the implicit localhost.
             cmd.env("ANSIBLE_NOCOLOR", "1")
+                .env("ANSIBLE_CALLBACK_FORMAT_PRETTY", "false")
                 .env("ANSIBLE_LOCALHOST_WARNING", "false")
                 .env("ANSIBLE_INVENTORY_UNPARSED_WARNING", "false")
                 .arg(&path);
