@@ -212,8 +212,9 @@ fn diff_lists_the_hooks_and_checks_playbooks_without_changing_anything() {
     assert_eq!(hooks[1]["check"], "ok");
     let why = hooks[2]["check"].as_str().unwrap();
     assert!(
-        why.starts_with("post-apply hook 20-bad.yaml failed (exit status 2): fatal: [localhost]: FAILED!")
-            && why.contains("wrong phase"),
+        why.starts_with(
+            "post-apply hook 20-bad.yaml failed (exit status 2): fatal: [localhost]: FAILED!"
+        ) && why.contains("wrong phase"),
         "{why}"
     );
 }
@@ -236,7 +237,11 @@ fn a_hook_past_its_timeout_is_killed_and_fails_the_update() {
         stderr.contains("post-apply hook 10-slow failed (timed out after 1s, killed): starting"),
         "{stderr}"
     );
-    assert!(!root.join("etc/machine-config-daemon/currentconfig").exists());
+    assert!(
+        !root
+            .join("etc/machine-config-daemon/currentconfig")
+            .exists()
+    );
 }
 
 #[test]
