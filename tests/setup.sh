@@ -32,6 +32,8 @@ packages=(
   nginx-light wrk openssl
   # the docs' link check (tests/doc_links.py)
   python3
+  # the hook tests' ansible-core venv (below)
+  python3-venv
 )
 
 missing=()
@@ -60,3 +62,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
+
+# ansible-core (the real ansible-playbook of agent/tests/hooks_e2e.rs), from the Python package
+# index into a venv under target/ (the tests look for target/ansible/bin/ansible-playbook)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ ! -x "$repo/target/ansible/bin/ansible-playbook" ]; then
+  echo "setup: installing ansible-core into $repo/target/ansible" >&2
+  python3 -m venv "$repo/target/ansible"
+  "$repo/target/ansible/bin/pip" install -q ansible-core
+fi

@@ -19,6 +19,8 @@
 //!      for a root.
 //!    - [`input`]: reading configs (a file, an http(s) URL, a config server's answer) and the
 //!      recorded `currentconfig`.
+//!    - [`hooks`]: the administrator's update hooks (`/etc/mco-agent/hooks.d/<phase>/`):
+//!      executables and Ansible playbooks, found and run with a timeout.
 //! 2. The host and the cluster
 //!    - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions),
 //!      the booted deployment read with libostree, and the MCD's OS checks.
@@ -46,6 +48,7 @@ pub mod rootfs;
 
 // 1. Files of a root
 pub mod apply;
+pub mod hooks;
 pub mod input;
 pub mod units;
 pub mod validate;

@@ -23,6 +23,7 @@ use anyhow::Result;
 
 use crate::engine::live::{self, SeamOptions};
 use crate::engine::{ActivePolicy, Engine, EngineOptions, FixedPolicy, NoCluster, UpdateReport};
+use crate::hooks::HookOptions;
 use crate::input::LoadedConfig;
 use crate::input::policy::PolicyFile;
 use crate::rootfs::Root;
@@ -42,6 +43,8 @@ pub struct OnceFromOptions {
     pub boot_id_file: Option<PathBuf>,
     /// Node disruption policies from a file (default: the default table).
     pub policy: Option<PolicyFile>,
+    /// How the administrator's hooks run.
+    pub hooks: HookOptions,
 }
 
 /// What `once-from` did.
@@ -86,6 +89,7 @@ pub async fn once_from(
         status_file: false,
         verify_after_reboot: live,
         field_prefix: desired.field_prefix,
+        hooks: opts.hooks.clone(),
         ..EngineOptions::default()
     };
     if !opts.arch.is_empty() {

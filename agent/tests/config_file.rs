@@ -42,7 +42,7 @@ fn config_show_names_where_each_value_comes_from() {
         r,
         "etc/mco-agent/config.d",
         "50-admin.toml",
-        "# ours\npoll_interval = \"45s\"\nskip_reboot = true\n",
+        "# ours\npoll_interval = \"45s\"\nskip_reboot = true\nhook_timeout = \"5m\"\n",
     );
     let out = agent(
         r,
@@ -59,6 +59,8 @@ fn config_show_names_where_each_value_comes_from() {
     for line in [
         format!("poll_interval = \"45s\"  # {}:2", etc.display()),
         format!("skip_reboot = true  # {}:3", etc.display()),
+        format!("hook_timeout = \"5m\"  # {}:4", etc.display()),
+        "ansible_playbook = \"ansible-playbook\"  # default".to_string(),
         "pool = \"infra\"  # environment MCO_AGENT_POOL".to_string(),
         "drain_mode = \"controller\"  # command line".to_string(),
         "root = \"/\"  # default".to_string(),

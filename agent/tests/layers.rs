@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("notify", 0),
     ("rootfs", 0),
     ("apply", 1),
+    ("hooks", 1),
     ("input", 1),
     ("units", 1),
     ("validate", 1),

@@ -104,6 +104,11 @@ fn default_policy_rows() {
             &["Restart:coreos-update-ca-trust.service"],
             false,
         ),
+        (
+            "/etc/mco-agent/hooks.d/post-apply/10-site.yml",
+            &["None"],
+            false,
+        ),
         ("/etc/motd", &["Reboot"], true),
         ("/etc/containers/registries.dx", &["Reboot"], true),
     ];

@@ -1,4 +1,4 @@
-//! `mco-agent diff OLD NEW [--policy FILE] [--json]`.
+//! `mco-agent diff OLD NEW [--policy FILE] [--json] [--check-playbooks [--root DIR]]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,6 +7,7 @@ use anyhow::Result;
 use machine_config::diff::Changes;
 use machine_config::plan::{Plan, PolicyOptions};
 
+use super::diff_hooks;
 use crate::input::LoadedConfig;
 use crate::input::policy::read_policy_file;
 
@@ -24,6 +25,17 @@ pub struct Args {
     /// Print the plan as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Run the Ansible playbooks among the hooks the update would run in check mode
+    /// (`ansible-playbook --check --diff`) against `--root`: they report what they would
+    /// change, and change nothing. Exit 1 when one fails.
+    #[arg(long)]
+    pub check_playbooks: bool,
+    /// The node's root the playbooks are checked against (their `mco_agent_root`).
+    #[arg(long, default_value = "/", requires = "check_playbooks")]
+    pub root: PathBuf,
+    /// How the hooks run (for `--check-playbooks`).
+    #[command(flatten)]
+    pub hooks: super::hook_args::HookArgs,
 }
 
 /// Prints the plan; exit 0 when reconcilable, 2 when not.
@@ -40,15 +52,46 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         opts.overrides = file.overrides;
     }
     let plan = Plan::new(&old.machine_config, &new.machine_config, &opts)?;
+    let mut hooks = if plan.reconcilable {
+        diff_hooks::planned(&old.ignition, &new.ignition, &plan)?
+    } else {
+        Vec::new()
+    };
+    let mut checks_ok = true;
+    if args.check_playbooks {
+        let names = (old.machine_config.name(), new.machine_config.name());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        checks_ok = runtime.block_on(diff_hooks::check_playbooks(
+            &mut hooks,
+            &args.root,
+            names,
+            &plan,
+            &args.hooks.options(),
+        ))?;
+    }
     if args.json {
-        println!("{}", plan.to_json());
+        // The hooks join the plan's object only when there are some (its shape is documented).
+        let mut value: serde_json::Value = serde_json::from_str(&plan.to_json())?;
+        if let Some(obj) = value.as_object_mut().filter(|_| !hooks.is_empty()) {
+            obj.insert("hooks".to_string(), serde_json::to_value(&hooks)?);
+        }
+        println!("{value}");
     } else {
         print_plan(&plan);
+        if plan.reconcilable {
+            for line in diff_hooks::describe(&hooks) {
+                println!("{line}");
+            }
+        }
     }
-    Ok(if plan.reconcilable {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if !plan.reconcilable {
         ExitCode::from(super::EXIT_UNRECONCILABLE)
+    } else if !checks_ok {
+        ExitCode::from(super::EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -5,7 +5,9 @@
 pub mod config;
 pub mod config_file;
 pub mod diff;
+pub mod diff_hooks;
 pub mod drain;
+pub mod hook_args;
 pub mod once_from;
 pub mod recover;
 pub mod start;

@@ -49,6 +49,9 @@ pub struct Args {
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
+    /// The administrator's hooks.
+    #[command(flatten)]
+    pub hooks: super::hook_args::HookArgs,
 }
 
 /// Applies the file and prints what was done.
@@ -60,6 +63,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         arch: String::new(),
         boot_id_file: args.boot_id_file.clone(),
         policy: args.policy.as_deref().map(read_policy_file).transpose()?,
+        hooks: args.hooks.options(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

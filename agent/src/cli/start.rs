@@ -118,6 +118,9 @@ pub struct Args {
     /// Metrics and the kubelet health check.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    /// The administrator's hooks.
+    #[command(flatten)]
+    pub hooks: super::hook_args::HookArgs,
 }
 
 /// `--drain-mode`.
@@ -292,7 +295,10 @@ async fn run_daemon(args: &Args) -> Result<()> {
     if seams.os.is_none() {
         tracing::warn!(why = %seams.os_unavailable, "OS changes cannot be made");
     }
-    let mut opts = EngineOptions::default();
+    let mut opts = EngineOptions {
+        hooks: args.hooks.options(),
+        ..EngineOptions::default()
+    };
     if let Some(f) = &args.boot_id_file {
         opts.boot_id_file = f.clone();
     }

@@ -37,6 +37,11 @@
 //! kill leaves between the write and the rename is removed when the agent starts again
 //! ([`stale_temps`]).
 //!
+//! The administrator's hooks (`/etc/mco-agent/hooks.d/<phase>/`) run at `pre-apply`,
+//! `post-apply`, `pre-reboot` and `post-boot`; when, and what their results and a crash while
+//! one runs do: [`hooks`] (a hook's start and end are marked in the record, so a restart does
+//! not run it twice for one step).
+//!
 //! Failpoints (feature `failpoints`, `FAILPOINTS='engine::writing=return(kill)'`): see
 //! [`crate::failpoints`]; every step has one.
 //!
@@ -71,6 +76,7 @@
 pub mod backups;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fake;
+pub mod hooks;
 pub mod live;
 pub mod observe;
 mod os;
@@ -97,6 +103,7 @@ use machine_config::mco::paths::FORCE_FILE;
 use machine_config::plan::Plan;
 
 use crate::apply::ApplyOutcome;
+use crate::hooks::HookOptions;
 use crate::host::reboot::Rebooter;
 use crate::host::systemd::Systemd;
 use crate::os::OsUpdater;
@@ -153,6 +160,8 @@ pub struct EngineOptions {
     /// JSON path of the Ignition config in its document, for messages: `$.spec.config` for a
     /// MachineConfig, `$` for a bare Ignition config.
     pub field_prefix: &'static str,
+    /// How the administrator's hooks run (timeout, `ansible-playbook`).
+    pub hooks: HookOptions,
 }
 
 impl Default for EngineOptions {
@@ -165,6 +174,7 @@ impl Default for EngineOptions {
             status_file: true,
             verify_after_reboot: true,
             field_prefix: "$.spec.config",
+            hooks: HookOptions::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use machine_config::MachineConfig;
 use serde::{Deserialize, Serialize};
 
+use super::hooks::HookMark;
 use super::policy::ActivePolicy;
 use crate::rootfs::{Owner, Root};
 
@@ -125,6 +126,10 @@ pub struct UpdateRecord {
     /// they were recorded is planned with the default table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ActivePolicy>,
+    /// The administrator's hooks this update started, and how each ended (persisted before a
+    /// hook runs, so a restart does not run it twice: [`crate::engine::hooks`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookMark>,
 }
 
 impl UpdateRecord {
@@ -147,6 +152,7 @@ impl UpdateRecord {
             stamped: Vec::new(),
             reason: None,
             policy: None,
+            hooks: Vec::new(),
         }
     }
 

@@ -307,6 +307,10 @@ impl Engine {
         };
         apply::check(&self.root, &current_ign, &desired_ign, &options)
             .map_err(|e| Outcome::Degraded(e.to_string()))?;
+        // The last check: the admin's veto, once everything else says the update can start.
+        self.pre_apply_hooks(&current_mc, &desired, &plan)
+            .await
+            .map_err(Outcome::Degraded)?;
         let step = if plan.drain {
             Step::Draining
         } else {

@@ -15,6 +15,7 @@ use super::report::LastUpdate;
 use super::{Engine, Outcome, UpdateReport, backups, os, post_actions, transitions};
 use crate::apply::{ApplyOptions, apply};
 use crate::failpoints::failpoint;
+use crate::hooks::Phase;
 use crate::input;
 use crate::units::{OfflineUnits, UnitEnablement};
 
@@ -139,11 +140,16 @@ impl Engine {
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::PostActions => match self.post_actions(rec, ctx).await {
-                Ok(()) => Next::Finish(self.complete(rec).await),
+                // A failed post-apply hook leaves the update at this step, not committed:
+                // Degraded, and its retry runs the actions and the failed hook again.
+                Ok(()) => match self.recorded_hooks(rec, &ctx.plan, Phase::PostApply).await {
+                    Ok(()) => Next::Finish(self.complete(rec).await),
+                    Err(reason) => Next::Finish(Outcome::Degraded(reason)),
+                },
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::RebootRequested if rec.boot_id != self.boot_id => Next::Step(Step::Verifying),
-            Step::RebootRequested => self.request_reboot(rec).await,
+            Step::RebootRequested => self.request_reboot(rec, ctx).await,
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
         }
@@ -245,9 +251,12 @@ impl Engine {
         Ok(())
     }
 
-    async fn request_reboot(&self, rec: &mut UpdateRecord) -> Next {
+    async fn request_reboot(&self, rec: &mut UpdateRecord, ctx: &Ctx) -> Next {
         if let Err(e) = failpoint("engine::reboot-recorded") {
             return fail(rec, format!("{e:#}"));
+        }
+        if let Err(reason) = self.recorded_hooks(rec, &ctx.plan, Phase::PostApply).await {
+            return Next::Finish(Outcome::Degraded(reason));
         }
         let Some(rebooter) = &self.seams.rebooter else {
             tracing::info!(config = rec.desired.name(), why = %self.seams.no_reboot, "the node needs a reboot to finish the update");
@@ -262,6 +271,10 @@ impl Engine {
                 .update_status(&self.root, |s| s.needs_reboot = true);
             return Next::Finish(Outcome::NeedsReboot);
         };
+        if let Err(reason) = self.recorded_hooks(rec, &ctx.plan, Phase::PreReboot).await {
+            let stopped = format!("update to {} stopped: {reason}", rec.desired.name());
+            return fail(rec, stopped);
+        }
         let reason = format!("Node will reboot into config {}", rec.desired.name());
         self.reporter.event(reason::REBOOT, &reason).await;
         if let Err(e) = self.reporter.cluster().rebooting(true).await {
@@ -299,6 +312,10 @@ impl Engine {
                 config = rec.desired.name(),
                 "the update took: booted deployment, kernel arguments and files match"
             );
+            if let Err(reason) = self.recorded_hooks(rec, &ctx.plan, Phase::PostBoot).await {
+                rec.reason = Some(reason.clone());
+                return Next::Park(Step::NotTaken, Outcome::Degraded(reason));
+            }
             let outcome = self.complete(rec).await;
             ctx.report.verified = matches!(outcome, Outcome::Done);
             return Next::Finish(outcome);

@@ -21,7 +21,10 @@ pub(crate) fn action(type_: &str, svc: Option<&str>) -> PolicyAction {
     }
 }
 
-/// The default cluster policies.
+/// Where mco-agent's update hooks live on a node (`/etc/mco-agent/hooks.d/<phase>/`).
+pub const HOOKS_DIR: &str = "/etc/mco-agent/hooks.d";
+
+/// The default cluster policies: the MCO's table, then mco-agent's own entry for its hooks.
 pub fn default_policy() -> NodeDisruptionPolicy {
     let file = |path: &str, actions: Vec<PolicyAction>| FilePolicy {
         path: path.to_string(),
@@ -73,6 +76,9 @@ pub fn default_policy() -> NodeDisruptionPolicy {
                 "/etc/pki/ca-trust/source/anchors/iri-root-ca.crt",
                 vec![action("Restart", Some("coreos-update-ca-trust.service"))],
             ),
+            // Ours, not the MCO's: the agent's update hooks are read when an update runs, so
+            // delivering or changing one disrupts nothing (a hook is not a reason to reboot).
+            file(HOOKS_DIR, vec![action("None", None)]),
         ],
         units: vec![UnitPolicy {
             name: "iri-registry.service".to_string(),

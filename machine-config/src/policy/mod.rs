@@ -18,7 +18,7 @@ use crate::machineconfiguration::{
 };
 
 pub use decide::{Decided, Decision, Origin, Rule, Subject, decide};
-pub use defaults::default_policy;
+pub use defaults::{HOOKS_DIR, default_policy};
 pub use legacy::{LegacyAction, legacy_action};
 
 /// One post-update action.

@@ -3,6 +3,7 @@
 //! rpm-ostree booting its staged deployment plus a new boot id.
 
 mod backups;
+mod hooks;
 mod locked;
 mod reboot;
 mod rebootless;
