@@ -1,7 +1,8 @@
 //! The daemon with a cluster: the engine's [`ClusterReport`] over the Node API (annotations,
 //! events, drain, uncordon), and the API server as a source of rendered configs by name.
 //!
-//! State, `SetDone`, annotation and event writes go through one writer task, in order: the
+//! State, `SetDone`, annotation, event and MachineConfigNode writes go through one writer
+//! task, in order (a MachineConfigNode write reads the annotations written before it): the
 //! Node API retries each write until it lands, and an update must not wait on an API server
 //! that is down (the MCD queues its node writes the same way). Drain and uncordon are steps of
 //! the update and are awaited.
@@ -13,10 +14,11 @@ use async_trait::async_trait;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
+use machine_config::mco::node_conditions::Progress;
 use tokio::sync::mpsc;
 
 use super::source::ConfigSource;
-use crate::cluster::NodeApi;
+use crate::cluster::{NodeApi, mcn};
 use crate::engine::ClusterReport;
 
 /// One queued write.
@@ -26,6 +28,7 @@ enum Write {
     SetDone(String),
     Event(String, String),
     PostConfigAction(&'static str),
+    Progress(Progress),
 }
 
 /// [`ClusterReport`] over a [`NodeApi`].
@@ -35,8 +38,10 @@ pub struct NodeReport {
 }
 
 impl NodeReport {
-    /// Starts the writer task (inside a tokio runtime).
-    pub fn new(api: Arc<dyn NodeApi>) -> Self {
+    /// Starts the writer task (inside a tokio runtime); the node is in `pool` (its
+    /// MachineConfigNode's `spec.pool`).
+    pub fn new(api: Arc<dyn NodeApi>, pool: &str) -> Self {
+        let pool = pool.to_string();
         let (writes, mut queue) = mpsc::unbounded_channel::<Write>();
         let writer = api.clone();
         tokio::spawn(async move {
@@ -50,6 +55,9 @@ impl NodeReport {
                             .set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
                             .await
                     }
+                    // Transient failures were retried; anything else is logged below and
+                    // healed by the next step's write (it rewrites the whole state).
+                    Write::Progress(p) => mcn::report(writer.as_ref(), &pool, p).await,
                 };
                 if let Err(e) = result {
                     tracing::warn!(write = ?w, error = %e, "a node write failed for good");
@@ -86,6 +94,14 @@ impl ClusterReport for NodeReport {
 
     async fn uncordon(&self, config: &str) -> Result<()> {
         Ok(self.api.uncordon(config).await?)
+    }
+
+    async fn progress(&self, progress: Progress) -> Result<()> {
+        self.queue(Write::Progress(progress))
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        Some(self.api.node_name())
     }
 
     async fn rebooting(&self, rebooting: bool) -> Result<()> {
@@ -135,7 +151,7 @@ mod tests {
         api.add_machine_config(b.clone());
         let h = DaemonHarness::new(
             &a,
-            Arc::new(NodeReport::new(api.clone())),
+            Arc::new(NodeReport::new(api.clone(), "worker")),
             Arc::new(ApiSource { api: api.clone() }),
         )
         .await;

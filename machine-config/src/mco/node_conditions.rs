@@ -96,7 +96,10 @@ pub enum Progress {
     /// The node's config is not its desired one.
     NeedsUpdate,
     /// The update is compatible; `actions` are the post-config actions, described.
-    Prepared { actions: Vec<String>, drain: bool },
+    Prepared {
+        actions: Vec<String>,
+        drain: bool,
+    },
     /// The update cannot be applied in place.
     Unreconcilable {
         from: String,
@@ -105,28 +108,50 @@ pub enum Progress {
     },
     DrainNotRequired,
     /// Draining for `config` (`desiredDrain` `drain-<config>`).
-    Draining { config: String },
+    Draining {
+        config: String,
+    },
     Cordoned,
-    Drained { config: String },
-    DrainFailed { config: String, error: String },
+    Drained {
+        config: String,
+    },
+    DrainFailed {
+        config: String,
+        error: String,
+    },
     /// Files (and the OS when `os`) are being written; `files`: files or users change.
-    ApplyingFilesAndOs { os: bool, files: bool },
-    AppliedFilesAndOs { os: bool, files: bool },
+    ApplyingFilesAndOs {
+        os: bool,
+        files: bool,
+    },
+    AppliedFilesAndOs {
+        os: bool,
+        files: bool,
+    },
     RebootRequired,
     NoRebootRequired,
     /// A post-config action reloaded `unit`.
-    ServiceReloaded { unit: String },
+    ServiceReloaded {
+        unit: String,
+    },
     /// crio was reloaded for a registries change.
     CrioReloaded,
     Rebooted,
     /// In `config` after an update (`applying`: the annotations are being written), or after
     /// the agent started.
-    Resumed { config: String, applying: bool },
+    Resumed {
+        config: String,
+        applying: bool,
+    },
     Uncordoned,
-    UncordonFailed { error: String },
+    UncordonFailed {
+        error: String,
+    },
     Updated,
     /// An update failed with `error` (`None`: it succeeded).
-    Degraded { error: Option<String> },
+    Degraded {
+        error: Option<String>,
+    },
 }
 
 /// What a message needs from the Node.
@@ -302,9 +327,12 @@ impl Progress {
                 UPDATE_POST_ACTION_COMPLETE,
                 "Node has reloaded CRIO".into(),
             ),
-            Progress::Rebooted => {
-                single(REBOOTED_NODE, True, REBOOTED_NODE, "Node has rebooted".into())
-            }
+            Progress::Rebooted => single(
+                REBOOTED_NODE,
+                True,
+                REBOOTED_NODE,
+                "Node has rebooted".into(),
+            ),
             Progress::Resumed { config, applying } => single(
                 RESUMED,
                 True,
@@ -374,7 +402,12 @@ fn stamp(s: &Set, now: &str) -> Condition {
 /// parent is already there with the same status and message). `desired` is the
 /// MachineConfigNode's `spec.configVersion.desired`, named in the messages of the conditions
 /// an `Updated=True` resets to False. `now` is an RFC 3339 time.
-pub fn merge(existing: &[Condition], change: &Change, desired: &str, now: &str) -> Option<Vec<Condition>> {
+pub fn merge(
+    existing: &[Condition],
+    change: &Change,
+    desired: &str,
+    now: &str,
+) -> Option<Vec<Condition>> {
     let parent = stamp(&change.parent, now);
     let child = change.child.as_ref().map(|c| stamp(c, now));
     if existing.is_empty() {

@@ -30,82 +30,296 @@ fn s(change: &Change) -> (&str, Status, &str, &str, Option<(&str, Status, &str, 
 fn each_step_sets_the_mcd_conditions() {
     use Status::*;
     let cfg = || "rendered-b".to_string();
-    let table: Vec<(Progress, (&str, Status, &str, &str, Option<(&str, Status, &str, &str)>))> = vec![
-        (Progress::NeedsUpdate, (UPDATED, False, UPDATED, "Node worker-0 needs an update", None)),
+    let table: Vec<(
+        Progress,
+        (&str, Status, &str, &str, Option<(&str, Status, &str, &str)>),
+    )> = vec![
         (
-            Progress::Prepared { actions: vec!["Reboot".into()], drain: true },
-            (UPDATE_PREPARED, True, UPDATE_PREPARED, "Update Compatible. Post Cfg Actions: [Reboot] Drain Required: true", None),
+            Progress::NeedsUpdate,
+            (
+                UPDATED,
+                False,
+                UPDATED,
+                "Node worker-0 needs an update",
+                None,
+            ),
         ),
         (
-            Progress::Unreconcilable { from: "rendered-a".into(), to: cfg(), error: "ignition kernelArguments changed".into() },
-            (UPDATE_PREPARED, Unknown, UPDATE_PREPARED, "Update Failed compatibility validation. MachineConfigs rendered-a and rendered-b are not compatible. Err: ignition kernelArguments changed", None),
+            Progress::Prepared {
+                actions: vec!["Reboot".into()],
+                drain: true,
+            },
+            (
+                UPDATE_PREPARED,
+                True,
+                UPDATE_PREPARED,
+                "Update Compatible. Post Cfg Actions: [Reboot] Drain Required: true",
+                None,
+            ),
+        ),
+        (
+            Progress::Unreconcilable {
+                from: "rendered-a".into(),
+                to: cfg(),
+                error: "ignition kernelArguments changed".into(),
+            },
+            (
+                UPDATE_PREPARED,
+                Unknown,
+                UPDATE_PREPARED,
+                "Update Failed compatibility validation. MachineConfigs rendered-a and rendered-b are not compatible. Err: ignition kernelArguments changed",
+                None,
+            ),
         ),
         (
             Progress::DrainNotRequired,
-            (UPDATE_EXECUTED, Unknown, DRAINED, "Node Drain Not required for this update.",
-             Some((DRAINED, False, "UpdateExecutedDrained", "Node Drain Not required for this update."))),
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                DRAINED,
+                "Node Drain Not required for this update.",
+                Some((
+                    DRAINED,
+                    False,
+                    "UpdateExecutedDrained",
+                    "Node Drain Not required for this update.",
+                )),
+            ),
         ),
         (
             Progress::Draining { config: cfg() },
-            (UPDATE_EXECUTED, Unknown, DRAINED, "Draining Node as part of update executed phase",
-             Some((DRAINED, Unknown, "UpdateExecutedDrained", "Draining node. The drain will not be complete until desired drainer drain-rendered-b matches current drainer uncordon-rendered-a"))),
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                DRAINED,
+                "Draining Node as part of update executed phase",
+                Some((
+                    DRAINED,
+                    Unknown,
+                    "UpdateExecutedDrained",
+                    "Draining node. The drain will not be complete until desired drainer drain-rendered-b matches current drainer uncordon-rendered-a",
+                )),
+            ),
         ),
         (
             Progress::Cordoned,
-            (UPDATE_EXECUTED, Unknown, CORDONED, "Cordoned Node as part of update executed phase",
-             Some((CORDONED, True, "UpdateExecutedCordoned", "Cordoned node. The node is reporting Unschedulable = true"))),
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                CORDONED,
+                "Cordoned Node as part of update executed phase",
+                Some((
+                    CORDONED,
+                    True,
+                    "UpdateExecutedCordoned",
+                    "Cordoned node. The node is reporting Unschedulable = true",
+                )),
+            ),
         ),
         (
             Progress::Drained { config: cfg() },
-            (UPDATE_EXECUTED, Unknown, DRAINED, "Drained Node as part of update executed phase",
-             Some((DRAINED, True, "UpdateExecutedDrained", "Drained node. The drain is complete as the desired drainer matches current drainer: drain-rendered-b"))),
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                DRAINED,
+                "Drained Node as part of update executed phase",
+                Some((
+                    DRAINED,
+                    True,
+                    "UpdateExecutedDrained",
+                    "Drained node. The drain is complete as the desired drainer matches current drainer: drain-rendered-b",
+                )),
+            ),
         ),
         (
-            Progress::DrainFailed { config: cfg(), error: "pod p blocked".into() },
-            (UPDATE_EXECUTED, Unknown, DRAINED, "Node Drain has not succeeded",
-             Some((DRAINED, Unknown, "UpdateExecutedDrained", "Error: Node Drain has not succeeded. Error is: pod p blocked The drain will not be complete until desired drainer drain-rendered-b matches current drainer uncordon-rendered-a"))),
+            Progress::DrainFailed {
+                config: cfg(),
+                error: "pod p blocked".into(),
+            },
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                DRAINED,
+                "Node Drain has not succeeded",
+                Some((
+                    DRAINED,
+                    Unknown,
+                    "UpdateExecutedDrained",
+                    "Error: Node Drain has not succeeded. Error is: pod p blocked The drain will not be complete until desired drainer drain-rendered-b matches current drainer uncordon-rendered-a",
+                )),
+            ),
         ),
         (
-            Progress::ApplyingFilesAndOs { os: false, files: true },
-            (UPDATE_EXECUTED, Unknown, APPLIED_FILES_AND_OS, "Updating the Files and OS on disk as a part of the in progress phase",
-             Some((APPLIED_FILES_AND_OS, Unknown, "UpdateExecutedAppliedFilesAndOS", "Applying files and new OS config to node. OS will not need an update. SSH Keys will  need an update"))),
+            Progress::ApplyingFilesAndOs {
+                os: false,
+                files: true,
+            },
+            (
+                UPDATE_EXECUTED,
+                Unknown,
+                APPLIED_FILES_AND_OS,
+                "Updating the Files and OS on disk as a part of the in progress phase",
+                Some((
+                    APPLIED_FILES_AND_OS,
+                    Unknown,
+                    "UpdateExecutedAppliedFilesAndOS",
+                    "Applying files and new OS config to node. OS will not need an update. SSH Keys will  need an update",
+                )),
+            ),
         ),
         (
-            Progress::AppliedFilesAndOs { os: true, files: false },
-            (UPDATE_EXECUTED, True, APPLIED_FILES_AND_OS, "Updated the Files and OS on disk as a part of the in progress phase",
-             Some((APPLIED_FILES_AND_OS, True, "UpdateExecutedAppliedFilesAndOS", "Applied files and new OS config to node. OS did  need an update. SSH Keys did not need an update"))),
+            Progress::AppliedFilesAndOs {
+                os: true,
+                files: false,
+            },
+            (
+                UPDATE_EXECUTED,
+                True,
+                APPLIED_FILES_AND_OS,
+                "Updated the Files and OS on disk as a part of the in progress phase",
+                Some((
+                    APPLIED_FILES_AND_OS,
+                    True,
+                    "UpdateExecutedAppliedFilesAndOS",
+                    "Applied files and new OS config to node. OS did  need an update. SSH Keys did not need an update",
+                )),
+            ),
         ),
-        (Progress::RebootRequired, (REBOOTED_NODE, Unknown, REBOOTED_NODE, "Upgrade requires a reboot.", None)),
-        (Progress::NoRebootRequired, (UPDATE_POST_ACTION_COMPLETE, True, "None", "Changes do not require a reboot", None)),
         (
-            Progress::ServiceReloaded { unit: "crio.service".into() },
-            (UPDATE_POST_ACTION_COMPLETE, True, UPDATE_POST_ACTION_COMPLETE, "Node has reloaded service crio.service", None),
-        ),
-        (Progress::CrioReloaded, (UPDATE_POST_ACTION_COMPLETE, True, UPDATE_POST_ACTION_COMPLETE, "Node has reloaded CRIO", None)),
-        (Progress::Rebooted, (REBOOTED_NODE, True, REBOOTED_NODE, "Node has rebooted", None)),
-        (
-            Progress::Resumed { config: cfg(), applying: true },
-            (RESUMED, True, RESUMED, "In desired config rendered-b. Resumed normal operations. Applying proper annotations.", None),
+            Progress::RebootRequired,
+            (
+                REBOOTED_NODE,
+                Unknown,
+                REBOOTED_NODE,
+                "Upgrade requires a reboot.",
+                None,
+            ),
         ),
         (
-            Progress::Resumed { config: cfg(), applying: false },
-            (RESUMED, True, RESUMED, "In desired config rendered-b. Resumed normal operations.", None),
+            Progress::NoRebootRequired,
+            (
+                UPDATE_POST_ACTION_COMPLETE,
+                True,
+                "None",
+                "Changes do not require a reboot",
+                None,
+            ),
+        ),
+        (
+            Progress::ServiceReloaded {
+                unit: "crio.service".into(),
+            },
+            (
+                UPDATE_POST_ACTION_COMPLETE,
+                True,
+                UPDATE_POST_ACTION_COMPLETE,
+                "Node has reloaded service crio.service",
+                None,
+            ),
+        ),
+        (
+            Progress::CrioReloaded,
+            (
+                UPDATE_POST_ACTION_COMPLETE,
+                True,
+                UPDATE_POST_ACTION_COMPLETE,
+                "Node has reloaded CRIO",
+                None,
+            ),
+        ),
+        (
+            Progress::Rebooted,
+            (
+                REBOOTED_NODE,
+                True,
+                REBOOTED_NODE,
+                "Node has rebooted",
+                None,
+            ),
+        ),
+        (
+            Progress::Resumed {
+                config: cfg(),
+                applying: true,
+            },
+            (
+                RESUMED,
+                True,
+                RESUMED,
+                "In desired config rendered-b. Resumed normal operations. Applying proper annotations.",
+                None,
+            ),
+        ),
+        (
+            Progress::Resumed {
+                config: cfg(),
+                applying: false,
+            },
+            (
+                RESUMED,
+                True,
+                RESUMED,
+                "In desired config rendered-b. Resumed normal operations.",
+                None,
+            ),
         ),
         (
             Progress::Uncordoned,
-            (UPDATE_COMPLETE, True, UNCORDONED, "Uncordoned Node as part of completing upgrade phase",
-             Some((UNCORDONED, True, "UpdateCompleteUncordoned", "UnCordoned node. The node is reporting Unschedulable = false"))),
+            (
+                UPDATE_COMPLETE,
+                True,
+                UNCORDONED,
+                "Uncordoned Node as part of completing upgrade phase",
+                Some((
+                    UNCORDONED,
+                    True,
+                    "UpdateCompleteUncordoned",
+                    "UnCordoned node. The node is reporting Unschedulable = false",
+                )),
+            ),
         ),
         (
-            Progress::UncordonFailed { error: "timed out".into() },
-            (UPDATE_COMPLETE, Unknown, UNCORDONED, "Failed to Uncordon Node as part of completing upgrade phase",
-             Some((UNCORDONED, Unknown, "UpdateCompleteUncordoned", "Error: Failed to UnCordon node. Error is: timed out The node is reporting Unschedulable = true"))),
+            Progress::UncordonFailed {
+                error: "timed out".into(),
+            },
+            (
+                UPDATE_COMPLETE,
+                Unknown,
+                UNCORDONED,
+                "Failed to Uncordon Node as part of completing upgrade phase",
+                Some((
+                    UNCORDONED,
+                    Unknown,
+                    "UpdateCompleteUncordoned",
+                    "Error: Failed to UnCordon node. Error is: timed out The node is reporting Unschedulable = true",
+                )),
+            ),
         ),
-        (Progress::Updated, (UPDATED, True, UPDATED, "Node worker-0 Updated", None)),
-        (Progress::Degraded { error: None }, (NODE_DEGRADED, False, NODE_DEGRADED, "Node worker-0 upgrade succeeded", None)),
         (
-            Progress::Degraded { error: Some("disk full".into()) },
-            (NODE_DEGRADED, True, NODE_DEGRADED, "Node worker-0 upgrade failure. disk full", None),
+            Progress::Updated,
+            (UPDATED, True, UPDATED, "Node worker-0 Updated", None),
+        ),
+        (
+            Progress::Degraded { error: None },
+            (
+                NODE_DEGRADED,
+                False,
+                NODE_DEGRADED,
+                "Node worker-0 upgrade succeeded",
+                None,
+            ),
+        ),
+        (
+            Progress::Degraded {
+                error: Some("disk full".into()),
+            },
+            (
+                NODE_DEGRADED,
+                True,
+                NODE_DEGRADED,
+                "Node worker-0 upgrade failure. disk full",
+                None,
+            ),
         ),
     ];
     for (progress, want) in table {
@@ -190,8 +404,17 @@ fn updated_resets_the_steps_of_the_update() {
     assert_eq!(status_of(&all, UNCORDONED).1, Status::True);
     assert_eq!(status_of(&all, DRAINED).1, Status::False);
     assert_eq!(status_of(&all, UPDATED).1, Status::False);
-    all = merge(&all, &Progress::Updated.change(&facts()), "rendered-b", LATER).unwrap();
-    assert_eq!(status_of(&all, UPDATED), (UPDATED, Status::True, "Node worker-0 Updated"));
+    all = merge(
+        &all,
+        &Progress::Updated.change(&facts()),
+        "rendered-b",
+        LATER,
+    )
+    .unwrap();
+    assert_eq!(
+        status_of(&all, UPDATED),
+        (UPDATED, Status::True, "Node worker-0 Updated")
+    );
     assert_eq!(
         status_of(&all, UPDATE_COMPLETE),
         (
@@ -211,7 +434,10 @@ fn updated_resets_the_steps_of_the_update() {
         .iter()
         .find(|c| c.kind == PINNED_IMAGE_SETS_DEGRADED)
         .unwrap();
-    assert_eq!((pinned.reason.as_str(), pinned.last_transition_time.as_str()), (NOT_YET_OCCURRED, NOW));
+    assert_eq!(
+        (pinned.reason.as_str(), pinned.last_transition_time.as_str()),
+        (NOT_YET_OCCURRED, NOW)
+    );
     // The next update's first step sees Updated=True: it turns False.
     let next = merge(
         &all,
@@ -242,7 +468,10 @@ fn desired_version_waits_for_a_compatible_update() {
         error: "e".into(),
     }
     .change(&facts());
-    assert_eq!(status_desired(&unreconcilable, Some("rendered-b")), NOT_YET_SET);
+    assert_eq!(
+        status_desired(&unreconcilable, Some("rendered-b")),
+        NOT_YET_SET
+    );
     let prepared = Progress::Prepared {
         actions: vec![],
         drain: false,
