@@ -177,6 +177,48 @@ mod tests {
         assert_eq!(api.annotation(REASON).as_deref(), Some(""));
         assert_eq!(api.uncordons(), vec!["rendered-b".to_string()]);
         assert!(api.events().iter().any(|(r, _)| r == "NodeDone"));
+        let events = api.events();
+        for (reason, message) in [
+            (
+                "BootResync",
+                "Booting node node-0, currentConfig rendered-a, desiredConfig rendered-b",
+            ),
+            (
+                "NodeDone",
+                "Setting node node-0, currentConfig rendered-b to Done",
+            ),
+        ] {
+            assert!(
+                events.contains(&(reason.to_string(), message.to_string())),
+                "{events:?}"
+            );
+        }
+        // The MachineConfigNode went through the update and ends Updated in it.
+        let mcn = updated_mcn(&api, "rendered-b").await;
+        assert_eq!(mcn["spec"]["configVersion"]["desired"], "rendered-b");
+        let message = |kind: &str| {
+            crate::cluster::mcn::conditions(&mcn)
+                .into_iter()
+                .find(|c| c.kind == kind)
+                .map(|c| (c.status, c.message))
+                .unwrap()
+        };
+        use machine_config::mco::node_conditions::Status;
+        assert_eq!(
+            message("UpdateExecuted"),
+            (
+                Status::False,
+                "Action during update to rendered-b: Updated the Files and OS on disk as a part of the in progress phase".into()
+            )
+        );
+        assert_eq!(
+            message("Drained"),
+            (
+                Status::False,
+                "Node Drain Not required for this update.".into()
+            )
+        );
+        assert_eq!(message("NodeDegraded").0, Status::False);
 
         let err = ApiSource { api: api.clone() }
             .fetch(Some("rendered-gone"))
@@ -185,5 +227,53 @@ mod tests {
         assert!(format!("{err:#}").contains("rendered-gone"), "{err:#}");
         let err = ApiSource { api }.fetch(None).await.unwrap_err();
         assert!(format!("{err:#}").contains("by name only"), "{err:#}");
+    }
+
+    /// The node's MachineConfigNode once the writer task has marked it Updated in `config`.
+    async fn updated_mcn(api: &FakeNodeApi, config: &str) -> serde_json::Value {
+        for _ in 0..200 {
+            if let Some(o) = api.machine_config_node_object()
+                && o["status"]["configVersion"]["current"] == config
+                && crate::cluster::mcn::conditions(&o)
+                    .iter()
+                    .any(|c| c.kind == "Updated" && c.message.ends_with("Updated"))
+            {
+                return o;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!(
+            "no Updated MachineConfigNode: {:?}",
+            api.machine_config_node_object()
+        );
+    }
+
+    /// MachineConfigNode writes refused by the API server do not stop an update.
+    #[tokio::test]
+    async fn a_refused_machine_config_node_never_blocks_an_update() {
+        let api = Arc::new(FakeNodeApi::new("node-0"));
+        api.fail_machine_config_node_writes(Some("forbidden by policy"));
+        let a = mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE);
+        let b = mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE);
+        api.add_machine_config(a.clone());
+        api.add_machine_config(b.clone());
+        let h = DaemonHarness::new(
+            &a,
+            Arc::new(NodeReport::new(api.clone(), "worker")),
+            Arc::new(ApiSource { api: api.clone() }),
+        )
+        .await;
+        let mut d = h
+            .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
+            .await;
+        api.set_desired("rendered-b");
+        d.desired_name = Some("rendered-b".into());
+        d.sync(false).await;
+        assert_eq!(h.node.current().as_deref(), Some("rendered-b"));
+        assert!(api.machine_config_node_object().is_none());
+        // Allowed again: the next step's write carries the whole state.
+        api.fail_machine_config_node_writes(None);
+        d.sync(false).await;
+        updated_mcn(&api, "rendered-b").await;
     }
 }
