@@ -241,29 +241,7 @@ impl Engine {
             .await;
         let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
         tracing::info!(changes = done.join("; "), "Changes to OS staged");
-        let (new, old) = (&rec.desired, &rec.current);
-        let image = &new.spec.os_image_url;
-        if ctx.plan.os_update {
-            let message = format!(
-                "OS upgrade applied; new MachineConfig ({}) has new OS image ({image})",
-                new.name()
-            );
-            self.reporter
-                .event(reason::OS_UPGRADE_APPLIED, &message)
-                .await;
-        } else {
-            let message = format!(
-                "OS upgrade skipped; new MachineConfig ({}) has same OS image ({image}) as old MachineConfig ({})",
-                new.name(),
-                old.name()
-            );
-            self.reporter
-                .event(reason::OS_UPGRADE_SKIPPED, &message)
-                .await;
-        }
-        self.reporter
-            .event(reason::OS_UPDATE_STAGED, "Changes to OS staged")
-            .await;
+        os::report_staged(&self.reporter, &ctx.plan, &rec.current, &rec.desired).await;
         ctx.report.os_changes = done;
         failpoint("engine::os-done")
     }

@@ -4,6 +4,7 @@
 
 mod backups;
 mod locked;
+mod progress;
 mod reboot;
 mod rebootless;
 mod resume;
