@@ -239,19 +239,39 @@ fn a_node_writes_only_its_own_machine_config_node() {
         &["create", "-f", object("worker-0").to_str().unwrap()],
     );
     assert!(own.status.success());
-    let patch = r#"{"status":{"observedGeneration":1}}"#;
-    let status = [
-        "patch",
-        "machineconfignode",
-        "worker-0",
-        "--subresource",
-        "status",
+    // A patch (kubectl reads the object first, then PATCHes it: an UPDATE to admission).
+    let patch = [
         "--type",
         "merge",
         "-p",
-        patch,
+        r#"{"spec":{"pool":{"name":"infra"}}}"#,
     ];
-    assert!(run(&server, &node, &status).status.success());
+    let own = [&["patch", "machineconfignode", "worker-0"][..], &patch].concat();
+    assert!(run(&server, &node, &own).status.success());
+    let created = run(
+        &server,
+        &admin,
+        &["create", "-f", object("worker-1").to_str().unwrap()],
+    );
+    assert!(created.status.success());
+    let theirs = [&["patch", "machineconfignode", "worker-1"][..], &patch].concat();
+    let denied = run(&server, &node, &theirs);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains(
+            "denied request: updates to MCN worker-1 can only be done from the MCN's owner node"
+        ),
+        "{denied:?}"
+    );
+    assert!(
+        run(
+            &server,
+            &admin,
+            &["delete", "machineconfignode", "worker-1"]
+        )
+        .status
+        .success()
+    );
 
     let other = run(
         &server,
