@@ -19,7 +19,7 @@ fn message<'a>(mcn: &'a Value, kind: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> anyhow::Result<()> {
-    let cluster = Cluster::start(binaries!(), Spec::default()).await?;
+    let mut cluster = Cluster::start(binaries!(), Spec::default()).await?;
     let next = cluster
         .apply_files_config("50-e2e-reboot", &[(REBOOT_FILE, "reboot: 1\n")])
         .await?;
