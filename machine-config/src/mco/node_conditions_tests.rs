@@ -10,7 +10,12 @@ fn facts() -> NodeFacts<'static> {
     }
 }
 
-fn s(change: &Change) -> (&str, Status, &str, &str, Option<(&str, Status, &str, &str)>) {
+/// (type, status, reason, message) of one condition.
+type Row<'a> = (&'a str, Status, &'a str, &'a str);
+/// A parent condition and maybe a child.
+type Want<'a> = (&'a str, Status, &'a str, &'a str, Option<Row<'a>>);
+
+fn s(change: &Change) -> Want<'_> {
     let p = &change.parent;
     (
         p.kind,
@@ -30,10 +35,7 @@ fn s(change: &Change) -> (&str, Status, &str, &str, Option<(&str, Status, &str, 
 fn each_step_sets_the_mcd_conditions() {
     use Status::*;
     let cfg = || "rendered-b".to_string();
-    let table: Vec<(
-        Progress,
-        (&str, Status, &str, &str, Option<(&str, Status, &str, &str)>),
-    )> = vec![
+    let table: Vec<(Progress, Want)> = vec![
         (
             Progress::NeedsUpdate,
             (
