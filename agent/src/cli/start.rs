@@ -264,12 +264,26 @@ async fn run_daemon(args: &Args) -> Result<()> {
     {
         bail!("--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)");
     }
+    // The pool names the config server's config and the MachineConfigNode's spec.pool; only
+    // the config server needs it to start (an MCN in an unknown pool says `worker`, as the
+    // node's role labels would).
+    let pool = match (&args.config_server, &api) {
+        (Some(_), _) => choose_pool(args.pool.as_deref(), api.as_deref()).await?,
+        (None, Some(_)) => match choose_pool(args.pool.as_deref(), api.as_deref()).await {
+            Ok(pool) => pool,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), pool = pool::DEFAULT_POOL, "the MachineConfigNode names the default pool");
+                pool::DEFAULT_POOL.to_string()
+            }
+        },
+        (None, None) => pool::DEFAULT_POOL.to_string(),
+    };
     let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
             client_cert(args).as_deref(),
-            &choose_pool(args.pool.as_deref(), api.as_deref()).await?,
+            &pool,
             Some(&node),
             args.insecure_http,
         )?),
@@ -303,7 +317,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         opts.boot_id_file = f.clone();
     }
     let cluster: Arc<dyn ClusterReport> = match &api {
-        Some(api) => Arc::new(NodeReport::new(api.clone())),
+        Some(api) => Arc::new(NodeReport::new(api.clone(), &pool)),
         None => Arc::new(NoCluster),
     };
     let engine = Engine::new(root, seams, opts, cluster)?.with_policy_source(policy);

@@ -13,6 +13,7 @@ use machine_config::mco::annotations::{
     UNCORDON_VERB,
 };
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::NodeApi;
@@ -32,6 +33,12 @@ struct State {
     labels: BTreeMap<String, String>,
     /// The pools, or why listing them fails.
     pools: Option<Result<Vec<MachineConfigPool>, String>>,
+    /// The node's MachineConfigNode, as the API server would store it.
+    mcn: Option<Value>,
+    /// MachineConfigNode writes fail with this message.
+    mcn_error: Option<String>,
+    /// MachineConfigNode writes so far: (`status` subresource, patch or created object).
+    mcn_writes: Vec<(bool, Value)>,
 }
 
 /// Keeps the node's annotations in memory, records events, drains and uncordons, serves
@@ -121,6 +128,31 @@ impl FakeNodeApi {
     /// Later annotation writes fail with `message` (None: succeed again).
     pub fn fail_writes(&self, message: Option<&str>) {
         self.lock().write_error = message.map(String::from);
+    }
+
+    /// The node's MachineConfigNode as stored.
+    pub fn machine_config_node_object(&self) -> Option<Value> {
+        self.lock().mcn.clone()
+    }
+
+    /// The MachineConfigNode writes so far: (through the status subresource, body).
+    pub fn machine_config_node_writes(&self) -> Vec<(bool, Value)> {
+        self.lock().mcn_writes.clone()
+    }
+
+    /// Later MachineConfigNode writes fail with `message` (None: succeed again).
+    pub fn fail_machine_config_node_writes(&self, message: Option<&str>) {
+        self.lock().mcn_error = message.map(String::from);
+    }
+
+    fn mcn_refused(&self, state: &State) -> Result<(), ClusterError> {
+        match &state.mcn_error {
+            Some(message) => Err(ClusterError::Client {
+                action: format!("writing machineconfignode {}", self.node),
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn write(&self, changes: &[(&str, Option<&str>)]) -> Result<(), ClusterError> {
@@ -246,6 +278,75 @@ impl NodeApi for FakeNodeApi {
         }
     }
 
+    async fn node_uid(&self) -> Result<String, ClusterError> {
+        Ok(format!("uid-{}", self.node))
+    }
+
+    async fn machine_config_node(&self) -> Result<Option<Value>, ClusterError> {
+        Ok(self.lock().mcn.clone())
+    }
+
+    async fn create_machine_config_node(&self, object: &Value) -> Result<Value, ClusterError> {
+        let mut state = self.lock();
+        self.mcn_refused(&state)?;
+        if state.mcn.is_some() {
+            return Err(ClusterError::Api {
+                action: format!("creating machineconfignode {}", self.node),
+                code: 409,
+                reason: "AlreadyExists".into(),
+                message: "already exists".into(),
+            });
+        }
+        let mut stored = object.clone();
+        stored["metadata"]["generation"] = json!(1);
+        stored["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        if let Some(o) = stored.as_object_mut() {
+            o.remove("status");
+        }
+        state.mcn_writes.push((false, object.clone()));
+        state.mcn = Some(stored.clone());
+        Ok(stored)
+    }
+
+    async fn patch_machine_config_node(
+        &self,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, ClusterError> {
+        let mut state = self.lock();
+        self.mcn_refused(&state)?;
+        let node = self.node.clone();
+        let Some(stored) = state.mcn.as_mut() else {
+            return Err(ClusterError::Api {
+                action: format!("patching machineconfignode {node}"),
+                code: 404,
+                reason: "NotFound".into(),
+                message: "not found".into(),
+            });
+        };
+        // As the API server: the main resource ignores status, the subresource all but status;
+        // a spec change moves the generation.
+        let key = if status { "status" } else { "spec" };
+        if let Some(part) = patch.get(key) {
+            let before = stored.get(key).cloned();
+            merge_patch(
+                stored
+                    .as_object_mut()
+                    .expect("an object")
+                    .entry(key)
+                    .or_insert(Value::Null),
+                part,
+            );
+            if !status && stored.get(key) != before.as_ref() {
+                let generation = stored["metadata"]["generation"].as_i64().unwrap_or(1);
+                stored["metadata"]["generation"] = json!(generation + 1);
+            }
+        }
+        let stored = stored.clone();
+        state.mcn_writes.push((status, patch.clone()));
+        Ok(stored)
+    }
+
     fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>> {
         let receiver = self.machine_configuration.subscribe();
         futures::stream::unfold((receiver, true), |(mut rx, first)| async move {
@@ -256,6 +357,22 @@ impl NodeApi for FakeNodeApi {
             Some((value, (rx, false)))
         })
         .boxed()
+    }
+}
+
+/// A JSON merge patch (RFC 7396) of `patch` into `target`.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
     }
 }
 

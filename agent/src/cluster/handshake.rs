@@ -109,9 +109,7 @@ pub(super) async fn request(
         note(
             api,
             reason::UNCORDON,
-            &format!(
-                "Update completed for config {config} and node has been successfully uncordoned"
-            ),
+            &format!("Update completed for config {config} and node has been uncordoned"),
         )
         .await;
     }

@@ -34,7 +34,7 @@ use super::{ClusterOptions, DrainMode, NodeApi, handshake};
 pub struct KubeNodeApi {
     pub(super) node: String,
     pub(super) nodes: Api<Node>,
-    client: kube::Client,
+    pub(super) client: kube::Client,
     drainer: Drainer,
     events: EventRecorder,
     mode: DrainMode,
@@ -203,9 +203,7 @@ impl KubeNodeApi {
         .await?;
         self.note(
             reason::UNCORDON,
-            &format!(
-                "Update completed for config {config} and node has been successfully uncordoned"
-            ),
+            &format!("Update completed for config {config} and node has been uncordoned"),
         )
         .await;
         Ok(())
@@ -366,6 +364,35 @@ impl NodeApi for KubeNodeApi {
             })
             .filter_map(futures::future::ready)
             .boxed()
+    }
+
+    async fn node_uid(&self) -> Result<String, ClusterError> {
+        let action = format!("reading node {}", self.node);
+        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
+        self.remember_uid(&node);
+        node.metadata.uid.ok_or_else(|| ClusterError::Client {
+            action,
+            message: "the node has no uid".into(),
+        })
+    }
+
+    async fn machine_config_node(&self) -> Result<Option<serde_json::Value>, ClusterError> {
+        self.get_mcn().await
+    }
+
+    async fn create_machine_config_node(
+        &self,
+        object: &serde_json::Value,
+    ) -> Result<serde_json::Value, ClusterError> {
+        self.create_mcn(object).await
+    }
+
+    async fn patch_machine_config_node(
+        &self,
+        patch: &serde_json::Value,
+        status: bool,
+    ) -> Result<serde_json::Value, ClusterError> {
+        self.patch_mcn(patch, status).await
     }
 
     async fn machine_config_pools(&self) -> Result<Vec<MachineConfigPool>, ClusterError> {

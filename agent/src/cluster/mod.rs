@@ -8,6 +8,7 @@
 //!   hands draining to a drain controller through `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
 //! - [`pool`]: the node's pool, from the MachineConfigPools selecting it or its role labels.
+//! - [`mcn`]: the node's MachineConfigNode, its conditions moved at each step of an update.
 //! - [`policy_watch`]: `MachineConfiguration/cluster` followed through a watch, and the MCD's
 //!   wait for its node disruption policy status.
 //!
@@ -22,7 +23,9 @@ pub mod events;
 #[cfg(any(test, feature = "fakes"))]
 mod fake;
 mod handshake;
+mod kube_mcn;
 mod kube_node;
+pub mod mcn;
 pub mod policy_watch;
 pub mod pool;
 pub mod retry;
@@ -35,6 +38,7 @@ use futures::stream::BoxStream;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::DEFAULT_EVENT_NAMESPACE;
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
+use serde_json::Value;
 
 pub use annotations::NodeAnnotations;
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
@@ -133,4 +137,21 @@ pub trait NodeApi: Send + Sync {
     /// `MachineConfiguration/cluster` now and whenever it changes (`None` while it does not
     /// exist). Never ends; a broken watch is re-established with backoff.
     fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>>;
+
+    /// The Node's UID (for owner references).
+    async fn node_uid(&self) -> Result<String, ClusterError>;
+
+    /// The node's MachineConfigNode (named like the node), `None` when there is none.
+    async fn machine_config_node(&self) -> Result<Option<Value>, ClusterError>;
+
+    /// Creates the node's MachineConfigNode; returns it as stored.
+    async fn create_machine_config_node(&self, object: &Value) -> Result<Value, ClusterError>;
+
+    /// Merge-patches the node's MachineConfigNode (`status`: through the status subresource,
+    /// as the API requires for `status`); returns it as stored.
+    async fn patch_machine_config_node(
+        &self,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, ClusterError>;
 }

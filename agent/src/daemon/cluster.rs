@@ -1,7 +1,8 @@
 //! The daemon with a cluster: the engine's [`ClusterReport`] over the Node API (annotations,
 //! events, drain, uncordon), and the API server as a source of rendered configs by name.
 //!
-//! State, `SetDone`, annotation and event writes go through one writer task, in order: the
+//! State, `SetDone`, annotation, event and MachineConfigNode writes go through one writer
+//! task, in order (a MachineConfigNode write reads the annotations written before it): the
 //! Node API retries each write until it lands, and an update must not wait on an API server
 //! that is down (the MCD queues its node writes the same way). Drain and uncordon are steps of
 //! the update and are awaited.
@@ -13,10 +14,11 @@ use async_trait::async_trait;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
+use machine_config::mco::node_conditions::Progress;
 use tokio::sync::mpsc;
 
 use super::source::ConfigSource;
-use crate::cluster::NodeApi;
+use crate::cluster::{NodeApi, mcn};
 use crate::engine::ClusterReport;
 
 /// One queued write.
@@ -26,6 +28,7 @@ enum Write {
     SetDone(String),
     Event(String, String),
     PostConfigAction(&'static str),
+    Progress(Progress),
 }
 
 /// [`ClusterReport`] over a [`NodeApi`].
@@ -35,8 +38,10 @@ pub struct NodeReport {
 }
 
 impl NodeReport {
-    /// Starts the writer task (inside a tokio runtime).
-    pub fn new(api: Arc<dyn NodeApi>) -> Self {
+    /// Starts the writer task (inside a tokio runtime); the node is in `pool` (its
+    /// MachineConfigNode's `spec.pool`).
+    pub fn new(api: Arc<dyn NodeApi>, pool: &str) -> Self {
+        let pool = pool.to_string();
         let (writes, mut queue) = mpsc::unbounded_channel::<Write>();
         let writer = api.clone();
         tokio::spawn(async move {
@@ -50,6 +55,9 @@ impl NodeReport {
                             .set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
                             .await
                     }
+                    // Transient failures were retried; anything else is logged below and
+                    // healed by the next step's write (it rewrites the whole state).
+                    Write::Progress(p) => mcn::report(writer.as_ref(), &pool, p).await,
                 };
                 if let Err(e) = result {
                     tracing::warn!(write = ?w, error = %e, "a node write failed for good");
@@ -86,6 +94,14 @@ impl ClusterReport for NodeReport {
 
     async fn uncordon(&self, config: &str) -> Result<()> {
         Ok(self.api.uncordon(config).await?)
+    }
+
+    async fn progress(&self, progress: Progress) -> Result<()> {
+        self.queue(Write::Progress(progress))
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        Some(self.api.node_name())
     }
 
     async fn rebooting(&self, rebooting: bool) -> Result<()> {
@@ -135,7 +151,7 @@ mod tests {
         api.add_machine_config(b.clone());
         let h = DaemonHarness::new(
             &a,
-            Arc::new(NodeReport::new(api.clone())),
+            Arc::new(NodeReport::new(api.clone(), "worker")),
             Arc::new(ApiSource { api: api.clone() }),
         )
         .await;
@@ -161,6 +177,48 @@ mod tests {
         assert_eq!(api.annotation(REASON).as_deref(), Some(""));
         assert_eq!(api.uncordons(), vec!["rendered-b".to_string()]);
         assert!(api.events().iter().any(|(r, _)| r == "NodeDone"));
+        let events = api.events();
+        for (reason, message) in [
+            (
+                "BootResync",
+                "Booting node node-0, currentConfig rendered-a, desiredConfig rendered-b",
+            ),
+            (
+                "NodeDone",
+                "Setting node node-0, currentConfig rendered-b to Done",
+            ),
+        ] {
+            assert!(
+                events.contains(&(reason.to_string(), message.to_string())),
+                "{events:?}"
+            );
+        }
+        // The MachineConfigNode went through the update and ends Updated in it.
+        let mcn = updated_mcn(&api, "rendered-b").await;
+        assert_eq!(mcn["spec"]["configVersion"]["desired"], "rendered-b");
+        let message = |kind: &str| {
+            crate::cluster::mcn::conditions(&mcn)
+                .into_iter()
+                .find(|c| c.kind == kind)
+                .map(|c| (c.status, c.message))
+                .unwrap()
+        };
+        use machine_config::mco::node_conditions::Status;
+        assert_eq!(
+            message("UpdateExecuted"),
+            (
+                Status::False,
+                "Action during update to rendered-b: Updated the Files and OS on disk as a part of the in progress phase".into()
+            )
+        );
+        assert_eq!(
+            message("Drained"),
+            (
+                Status::False,
+                "Node Drain Not required for this update.".into()
+            )
+        );
+        assert_eq!(message("NodeDegraded").0, Status::False);
 
         let err = ApiSource { api: api.clone() }
             .fetch(Some("rendered-gone"))
@@ -169,5 +227,53 @@ mod tests {
         assert!(format!("{err:#}").contains("rendered-gone"), "{err:#}");
         let err = ApiSource { api }.fetch(None).await.unwrap_err();
         assert!(format!("{err:#}").contains("by name only"), "{err:#}");
+    }
+
+    /// The node's MachineConfigNode once the writer task has marked it Updated in `config`.
+    async fn updated_mcn(api: &FakeNodeApi, config: &str) -> serde_json::Value {
+        for _ in 0..200 {
+            if let Some(o) = api.machine_config_node_object()
+                && o["status"]["configVersion"]["current"] == config
+                && crate::cluster::mcn::conditions(&o)
+                    .iter()
+                    .any(|c| c.kind == "Updated" && c.message.ends_with("Updated"))
+            {
+                return o;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!(
+            "no Updated MachineConfigNode: {:?}",
+            api.machine_config_node_object()
+        );
+    }
+
+    /// MachineConfigNode writes refused by the API server do not stop an update.
+    #[tokio::test]
+    async fn a_refused_machine_config_node_never_blocks_an_update() {
+        let api = Arc::new(FakeNodeApi::new("node-0"));
+        api.fail_machine_config_node_writes(Some("forbidden by policy"));
+        let a = mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE);
+        let b = mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE);
+        api.add_machine_config(a.clone());
+        api.add_machine_config(b.clone());
+        let h = DaemonHarness::new(
+            &a,
+            Arc::new(NodeReport::new(api.clone(), "worker")),
+            Arc::new(ApiSource { api: api.clone() }),
+        )
+        .await;
+        let mut d = h
+            .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
+            .await;
+        api.set_desired("rendered-b");
+        d.desired_name = Some("rendered-b".into());
+        d.sync(false).await;
+        assert_eq!(h.node.current().as_deref(), Some("rendered-b"));
+        assert!(api.machine_config_node_object().is_none());
+        // Allowed again: the next step's write carries the whole state.
+        api.fail_machine_config_node_writes(None);
+        d.sync(false).await;
+        updated_mcn(&api, "rendered-b").await;
     }
 }

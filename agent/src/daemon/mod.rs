@@ -93,6 +93,8 @@ pub struct Daemon {
     parked: Option<Parked>,
     /// The node's `currentConfig` annotation at start (cluster mode), for seeding.
     annotated_current: Option<String>,
+    /// No sync has run since start-up (the MCD's `booting`: its first update is a boot resync).
+    booting: bool,
 }
 
 impl Daemon {
@@ -111,6 +113,7 @@ impl Daemon {
             unreconcilable: None,
             parked: None,
             annotated_current: None,
+            booting: true,
         }
     }
 

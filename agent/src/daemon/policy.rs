@@ -78,7 +78,7 @@ mod tests {
         )));
         let h = DaemonHarness::new(
             &a,
-            Arc::new(NodeReport::new(api.clone())),
+            Arc::new(NodeReport::new(api.clone(), "worker")),
             Arc::new(ApiSource { api: api.clone() }),
         )
         .await;
@@ -124,7 +124,7 @@ mod tests {
         api.set_machine_configuration(Some(stale));
         let h = DaemonHarness::new(
             &a,
-            Arc::new(NodeReport::new(api.clone())),
+            Arc::new(NodeReport::new(api.clone(), "worker")),
             Arc::new(ApiSource { api: api.clone() }),
         )
         .await;

@@ -10,6 +10,7 @@ use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::CURRENT_CONFIG as CURRENT_KEY;
 use machine_config::mco::events::reason;
+use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::paths::{
     FORCE_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT as PROVISIONED_CONTENT,
 };
@@ -150,6 +151,11 @@ pub async fn validate_current(engine: &Engine) -> Result<bool> {
     if v.is_ok() {
         tracing::info!(config = name, "Validated on-disk state");
         engine.reporter().done(engine.root(), &name).await;
+        let resumed = Progress::Resumed {
+            config: name,
+            applying: false,
+        };
+        engine.reporter().progress(resumed).await;
         return Ok(true);
     }
     let reason = v.reason();

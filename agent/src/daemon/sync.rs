@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::reason;
+use machine_config::mco::node_conditions::Progress;
 
 use super::{Daemon, Parked, drift};
 use crate::engine::Outcome;
@@ -52,13 +53,32 @@ impl Daemon {
             && current
                 .as_ref()
                 .is_some_and(|c| same_config(&c.machine_config, &desired));
+        let booting = std::mem::take(&mut self.booting);
         if in_sync {
             if let Some(current) = current
                 && self.engine.reporter().status().state != NodeState::Done
             {
                 self.revalidate(&current).await;
             }
+            if self.engine.reporter().status().state == NodeState::Done {
+                // The MCD's sync that finds nothing to do (written only when it changes).
+                self.engine.reporter().progress(Progress::Updated).await;
+            }
             return;
+        }
+        if booting
+            && pending.is_none()
+            && let (Some(c), Some(node)) = (&current, self.engine.reporter().node_name())
+        {
+            let message = format!(
+                "Booting node {node}, currentConfig {}, desiredConfig {}",
+                c.machine_config.name(),
+                desired.name()
+            );
+            self.engine
+                .reporter()
+                .event(reason::BOOT_RESYNC, &message)
+                .await;
         }
         if let Some(c) = &current
             && self.drift.is_some()
@@ -80,6 +100,7 @@ impl Daemon {
         let report = self.engine.update(&desired, force).await;
         match report.outcome {
             Outcome::Done => {
+                self.engine.reporter().progress(Progress::Updated).await;
                 self.backoff.reset();
                 self.unreconcilable = None;
                 self.restart_drift_monitor().await;

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use anyhow::Result;
 use async_trait::async_trait;
 use machine_config::mco::NodeState;
+use machine_config::mco::node_conditions::Progress;
 
 use super::report::ClusterReport;
 
@@ -22,6 +23,7 @@ pub enum ClusterCall {
 #[derive(Default)]
 struct Inner {
     calls: Vec<ClusterCall>,
+    progress: Vec<Progress>,
     fail_drain: Option<String>,
     fail_uncordon: Option<String>,
 }
@@ -55,6 +57,11 @@ impl FakeCluster {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The update steps reported (the MachineConfigNode's), in order.
+    pub fn progress(&self) -> Vec<Progress> {
+        self.lock().progress.clone()
     }
 
     /// The last state reported (`SetDone` counts as Done).
@@ -112,5 +119,14 @@ impl ClusterReport for FakeCluster {
             Some(m) => Err(anyhow::anyhow!(m)),
             None => Ok(()),
         }
+    }
+
+    async fn progress(&self, progress: Progress) -> Result<()> {
+        self.lock().progress.push(progress);
+        Ok(())
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        Some("node-0")
     }
 }

@@ -5,8 +5,11 @@
 //! and kernel arguments.
 
 use anyhow::{Context, Result};
+use machine_config::mco::events::reason;
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, kargs};
+
+use super::report::Reporter;
 
 use crate::failpoints::failpoint;
 use crate::os::{
@@ -21,6 +24,40 @@ pub(crate) fn plan_changes_os(plan: &Plan) -> bool {
         || plan.kernel_type
         || !plan.extensions.install.is_empty()
         || !plan.extensions.uninstall.is_empty()
+}
+
+/// The MCD's events once the OS changes of `plan` are staged: `OSUpgradeApplied` when the
+/// image changed, else `OSUpgradeSkipped` (kernel arguments, kernel type or extensions only),
+/// then `OSUpdateStaged`.
+pub(crate) async fn report_staged(
+    reporter: &Reporter,
+    plan: &Plan,
+    old: &MachineConfig,
+    new: &MachineConfig,
+) {
+    let image = &new.spec.os_image_url;
+    let (reason, message) = if plan.os_update {
+        (
+            reason::OS_UPGRADE_APPLIED,
+            format!(
+                "OS upgrade applied; new MachineConfig ({}) has new OS image ({image})",
+                new.name()
+            ),
+        )
+    } else {
+        (
+            reason::OS_UPGRADE_SKIPPED,
+            format!(
+                "OS upgrade skipped; new MachineConfig ({}) has same OS image ({image}) as old MachineConfig ({})",
+                new.name(),
+                old.name()
+            ),
+        )
+    };
+    reporter.event(reason, &message).await;
+    reporter
+        .event(reason::OS_UPDATE_STAGED, "Changes to OS staged")
+        .await;
 }
 
 /// The OS changes of `plan`, described for messages.

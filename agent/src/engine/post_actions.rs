@@ -6,6 +6,7 @@
 use anyhow::{Context, Result};
 use machine_config::Action;
 use machine_config::mco::events::reason;
+use machine_config::mco::node_conditions::Progress;
 
 use super::report::Reporter;
 use crate::host::systemd::Systemd;
@@ -47,6 +48,7 @@ pub(crate) async fn run(
                 reporter
                     .event(reason::SKIP_REBOOT, "Config changes do not require reboot.")
                     .await;
+                reporter.progress(Progress::NoRebootRequired).await;
                 tracing::info!(config, "Node has Desired Config {config}, skipping reboot");
                 continue;
             }
@@ -67,6 +69,8 @@ pub(crate) async fn run(
                 let r = systemd.reload_unit(unit).await;
                 service_event(reporter, &RELOAD, unit, &r).await;
                 r.with_context(|| format!("reloading {unit}"))?;
+                let unit = unit.clone();
+                reporter.progress(Progress::ServiceReloaded { unit }).await;
             }
             Action::Restart(unit) => {
                 let r = systemd.restart_unit(unit).await;
@@ -87,6 +91,7 @@ pub(crate) async fn run(
                 let r = systemd.reload_unit("crio.service").await;
                 service_event(reporter, &RELOAD, "crio.service", &r).await;
                 r.context("reloading crio.service after a registries.conf change")?;
+                reporter.progress(Progress::CrioReloaded).await;
             }
             Action::None | Action::Drain | Action::Reboot => {}
         }
@@ -97,24 +102,24 @@ pub(crate) async fn run(
 
 /// The events of a reload or a restart, as the MCD words them.
 struct ServiceEvents {
-    verb: &'static str,
     past: &'static str,
     succeeded: &'static str,
     failed: &'static str,
+    failure: fn(&str, &str) -> String,
 }
 
 const RELOAD: ServiceEvents = ServiceEvents {
-    verb: "Reload",
     past: "reloaded",
     succeeded: reason::SERVICE_RELOAD,
     failed: reason::FAILED_SERVICE_RELOAD,
+    failure: |unit, e| format!("Reloading service {unit} failed. Error: {e}"),
 };
 
 const RESTART: ServiceEvents = ServiceEvents {
-    verb: "Restart",
     past: "restarted",
     succeeded: reason::SERVICE_RESTART,
     failed: reason::FAILED_SERVICE_RESTART,
+    failure: |unit, e| format!("Restarting {unit} service failed. Error: {e}"),
 };
 
 async fn service_event<E: std::fmt::Display>(
@@ -128,16 +133,16 @@ async fn service_event<E: std::fmt::Display>(
             reporter
                 .event(
                     events.succeeded,
-                    &format!("Service {unit} was {}", events.past),
+                    &format!(
+                        "Config changes do not require reboot. Service {unit} was {}.",
+                        events.past
+                    ),
                 )
                 .await
         }
         Err(e) => {
             reporter
-                .event(
-                    events.failed,
-                    &format!("{} of {unit} failed: {e}", events.verb),
-                )
+                .event(events.failed, &(events.failure)(unit, &e.to_string()))
                 .await
         }
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use anyhow::Result;
 use async_trait::async_trait;
 use machine_config::mco::NodeState;
+use machine_config::mco::node_conditions::Progress;
 use serde::{Deserialize, Serialize};
 
 use super::observe::{Observation, Observer};
@@ -35,6 +36,15 @@ pub trait ClusterReport: Send + Sync {
     /// from it (cleared).
     async fn rebooting(&self, _rebooting: bool) -> Result<()> {
         Ok(())
+    }
+    /// The update reached `progress` (the MachineConfigNode's conditions). Never blocks the
+    /// update: the annotations are the source of truth.
+    async fn progress(&self, _progress: Progress) -> Result<()> {
+        Ok(())
+    }
+    /// The Node's name, when there is a cluster (for the MCD's messages that name it).
+    fn node_name(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -255,6 +265,19 @@ impl Reporter {
         if let Err(e) = self.cluster.event(reason, message).await {
             tracing::warn!(error = %format!("{e:#}"), event = reason, "could not record the event");
         }
+    }
+
+    /// The update reached `progress`: the MachineConfigNode's conditions (a failure is logged).
+    pub async fn progress(&self, progress: Progress) {
+        tracing::debug!(?progress, "update progress");
+        if let Err(e) = self.cluster.progress(progress).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not report the update's progress to the cluster");
+        }
+    }
+
+    /// "node NAME" with a cluster, for messages that name the node.
+    pub fn node_name(&self) -> Option<&str> {
+        self.cluster.node_name()
     }
 
     pub fn cluster(&self) -> &dyn ClusterReport {

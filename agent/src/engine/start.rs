@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use machine_config::mco::EMPTY_CONFIG_NAME;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::reason;
+use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::Plan;
 use machine_config::{IgnitionJson, MachineConfig, MachineConfigSpec};
 use serde_json::{Map, Value};
@@ -234,6 +235,7 @@ impl Engine {
             ),
         };
         report.from = current_mc.name().to_string();
+        self.reporter.progress(Progress::NeedsUpdate).await;
         tracing::info!(
             from = current_mc.name(),
             to = desired.name(),
@@ -311,9 +313,16 @@ impl Engine {
         self.pre_apply_hooks(&current_mc, &desired, &plan)
             .await
             .map_err(Outcome::Degraded)?;
+        self.reporter
+            .progress(Progress::Prepared {
+                actions: plan.actions.iter().map(describe_action).collect(),
+                drain: plan.drain,
+            })
+            .await;
         let step = if plan.drain {
             Step::Draining
         } else {
+            self.reporter.progress(Progress::DrainNotRequired).await;
             Step::Writing
         };
         let mut rec = UpdateRecord::new(current_mc, desired, step, &self.boot_id);
@@ -381,6 +390,13 @@ impl Engine {
         self.reporter
             .event(reason::FAILED_TO_RECONCILE, &reason)
             .await;
+        self.reporter
+            .progress(Progress::Unreconcilable {
+                from: report.from.clone(),
+                to: report.to.clone(),
+                error: reason.clone(),
+            })
+            .await;
         report.plan = Some(plan);
         Outcome::Unreconcilable(reason)
     }
@@ -396,6 +412,16 @@ impl Engine {
         };
         if let Some((state, reason)) = state {
             self.reporter.state(&self.root, state, reason).await;
+        }
+        // The MCD reports how its update() ended on NodeDegraded (an unreconcilable config
+        // included); Updated is the daemon's, once a sync finds the node in its config.
+        let error = match &report.outcome {
+            Outcome::Degraded(r) | Outcome::Unreconcilable(r) => Some(Some(r.clone())),
+            Outcome::Done => Some(None),
+            _ => None,
+        };
+        if let Some(error) = error {
+            self.reporter.progress(Progress::Degraded { error }).await;
         }
         let ended = now_ms();
         let ends_update = matches!(
@@ -422,6 +448,14 @@ impl Engine {
             }
         });
         report
+    }
+}
+
+/// A post-config action as the MCD lists it in `UpdatePrepared` ("Restart crio.service").
+fn describe_action(action: &machine_config::Action) -> String {
+    match action.unit() {
+        Some(unit) => format!("{} {unit}", action.type_name()),
+        None => action.type_name().to_string(),
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use machine_config::Config;
 use machine_config::mco::events::reason;
+use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::policy::ActivePolicy;
@@ -132,11 +133,17 @@ impl Engine {
                     rec.os_base = self.running_deployment_id().await;
                     Next::Step(Step::Os)
                 }
-                Ok(()) => Next::Step(after_changes(rec)),
+                Ok(()) => {
+                    self.reporter.progress(applied(&ctx.plan, true)).await;
+                    Next::Step(after_changes(rec))
+                }
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::Os => match self.stage_os(rec, ctx).await {
-                Ok(()) => Next::Step(after_changes(rec)),
+                Ok(()) => {
+                    self.reporter.progress(applied(&ctx.plan, true)).await;
+                    Next::Step(after_changes(rec))
+                }
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::PostActions => match self.post_actions(rec, ctx).await {
@@ -156,14 +163,25 @@ impl Engine {
     }
 
     async fn drain(&self, rec: &UpdateRecord) -> Result<()> {
+        let config = rec.desired.name().to_string();
         self.reporter
             .event(reason::DRAIN, "Draining node to update config.")
             .await;
-        self.reporter
-            .cluster()
-            .drain(rec.desired.name())
-            .await
-            .context("failed to drain node")?;
+        let draining = Progress::Draining {
+            config: config.clone(),
+        };
+        self.reporter.progress(draining).await;
+        let drained = self.reporter.cluster().drain(&config).await;
+        if let Err(e) = &drained {
+            let error = format!("{e:#}");
+            let failed = Progress::DrainFailed { config, error };
+            self.reporter.progress(failed).await;
+        } else {
+            // The drain cordons first; both are done once it returns.
+            self.reporter.progress(Progress::Cordoned).await;
+            self.reporter.progress(Progress::Drained { config }).await;
+        }
+        drained.context("failed to drain node")?;
         failpoint("engine::drained")
     }
 
@@ -175,6 +193,7 @@ impl Engine {
     }
 
     async fn write(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+        self.reporter.progress(applied(&ctx.plan, false)).await;
         failpoint("engine::writing")?;
         backups::restore_stamps(&self.root, rec)?;
         let options = ApplyOptions {
@@ -227,12 +246,8 @@ impl Engine {
             )
             .await;
         let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
-        self.reporter
-            .event(
-                reason::OS_UPDATE_STAGED,
-                &format!("Changes to OS staged: {}", done.join("; ")),
-            )
-            .await;
+        tracing::info!(changes = done.join("; "), "Changes to OS staged");
+        os::report_staged(&self.reporter, &ctx.plan, &rec.current, &rec.desired).await;
         ctx.report.os_changes = done;
         failpoint("engine::os-done")
     }
@@ -276,6 +291,7 @@ impl Engine {
             return fail(rec, stopped);
         }
         let reason = format!("Node will reboot into config {}", rec.desired.name());
+        self.reporter.progress(Progress::RebootRequired).await;
         self.reporter.event(reason::REBOOT, &reason).await;
         if let Err(e) = self.reporter.cluster().rebooting(true).await {
             tracing::warn!(error = %format!("{e:#}"), "could not record the reboot on the node");
@@ -347,13 +363,25 @@ impl Engine {
             return Outcome::Degraded(format!("{e:#}"));
         }
         self.reporter.step(&self.root, None, "");
-        if rec.reboot
-            && let Err(e) = self.reporter.cluster().rebooting(false).await
-        {
-            tracing::warn!(error = %format!("{e:#}"), "could not clear the reboot on the node");
+        if rec.reboot {
+            self.reporter.progress(Progress::Rebooted).await;
+            if let Err(e) = self.reporter.cluster().rebooting(false).await {
+                tracing::warn!(error = %format!("{e:#}"), "could not clear the reboot on the node");
+            }
         }
+        let resumed = Progress::Resumed {
+            config: name.to_string(),
+            applying: true,
+        };
+        self.reporter.progress(resumed).await;
         if let Err(e) = self.reporter.cluster().uncordon(name).await {
-            let reason = format!("failed to uncordon node: {e:#}");
+            let error = format!("{e:#}");
+            self.reporter
+                .progress(Progress::UncordonFailed {
+                    error: error.clone(),
+                })
+                .await;
+            let reason = format!("failed to uncordon node: {error}");
             self.reporter
                 .event(reason::FAILED_TO_UNCORDON, &reason)
                 .await;
@@ -361,10 +389,16 @@ impl Engine {
                 .update_status(&self.root, |s| s.current = Some(name.to_string()));
             return Outcome::Degraded(reason);
         }
+        self.reporter.progress(Progress::Uncordoned).await;
+        let node = self
+            .reporter
+            .node_name()
+            .unwrap_or("(no cluster)")
+            .to_string();
         self.reporter
             .event(
                 reason::NODE_DONE,
-                &format!("Setting node, currentConfig {name} to Done"),
+                &format!("Setting node {node}, currentConfig {name} to Done"),
             )
             .await;
         // How the update ended is in the status file before Done is: a reader that sees Done
@@ -458,6 +492,18 @@ fn after_changes(rec: &UpdateRecord) -> Step {
         Step::RebootRequested
     } else {
         Step::PostActions
+    }
+}
+
+/// The files (and OS) step of `plan`: being applied, or `done`. "SSH Keys" in the MCD's
+/// message stands for files and users alike.
+fn applied(plan: &Plan, done: bool) -> Progress {
+    let os = super::os::plan_changes_os(plan);
+    let files = !plan.files.is_empty() || !plan.units.is_empty() || plan.passwd;
+    if done {
+        Progress::AppliedFilesAndOs { os, files }
+    } else {
+        Progress::ApplyingFilesAndOs { os, files }
     }
 }
 

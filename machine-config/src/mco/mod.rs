@@ -1,13 +1,15 @@
 //! The machine-config operator's names on a node, defined once for the agent, the companion
 //! and `mco-firstboot`: the files the MCD and the config server (MCS) read and write
 //! ([`paths`]), the Node annotations of the MCD protocol ([`annotations`]), the node states
-//! ([`NodeState`]) and the reasons of the events the MCD records ([`events`]).
+//! ([`NodeState`]), the reasons of the events the MCD records ([`events`]) and the
+//! MachineConfigNode conditions it moves at each step of an update ([`node_conditions`]).
 //!
 //! Every value here is the MCO's own spelling: a node or a cluster run by the MCO reads the
 //! same files and keys.
 
 pub mod annotations;
 pub mod events;
+pub mod node_conditions;
 pub mod paths;
 pub mod states;
 

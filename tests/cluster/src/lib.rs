@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod companion;
 pub mod ignition;
 pub mod manifests;
+pub mod mcn;
 pub mod node;
 pub mod sampler;
 

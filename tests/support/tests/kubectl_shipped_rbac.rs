@@ -191,3 +191,134 @@ fn the_companion_may_render_roll_out_and_serve_and_no_more() {
     assert_eq!(can(&["delete", "pods", "-n", "default"]), "no");
     assert_eq!(can(&["get", "secrets", "-n", COMPANION_NAMESPACE]), "no");
 }
+
+/// MachineConfigNodes: RBAC lets every node create and patch them (and patch their status);
+/// the shipped ValidatingAdmissionPolicy, whose rule the test server enforces, keeps each node
+/// to the one named like itself.
+#[test]
+fn a_node_writes_only_its_own_machine_config_node() {
+    let (server, admin) = cluster();
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&NODE_AS);
+        stdout(&run(&server, &admin, &all))
+    };
+    let mcn = "machineconfignodes.machineconfiguration.openshift.io";
+    assert_eq!(can(&["create", mcn]), "yes");
+    assert_eq!(can(&["patch", &format!("{mcn}/worker-0")]), "yes");
+    assert_eq!(
+        can(&[
+            "patch",
+            &format!("{mcn}/worker-0"),
+            "--subresource",
+            "status"
+        ]),
+        "yes"
+    );
+    assert_eq!(can(&["delete", &format!("{mcn}/worker-0")]), "no");
+    assert_eq!(can(&["list", mcn]), "no");
+
+    let node = server.dir().join("worker-0.kubeconfig");
+    server.write_node_kubeconfig(&node, "worker-0").unwrap();
+    let object = |name: &str| {
+        let file = server.dir().join(format!("mcn-{name}.json"));
+        let mcn = serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigNode",
+            "metadata": {"name": name},
+            "spec": {"node": {"name": name}, "pool": {"name": "worker"},
+                     "configVersion": {"desired": "rendered-worker-1"}},
+        });
+        std::fs::write(&file, mcn.to_string()).unwrap();
+        file
+    };
+    let own = run(
+        &server,
+        &node,
+        &["create", "-f", object("worker-0").to_str().unwrap()],
+    );
+    assert!(own.status.success());
+    // A patch (kubectl reads the object first, then PATCHes it: an UPDATE to admission).
+    let patch = [
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"pool":{"name":"infra"}}}"#,
+    ];
+    let own = [&["patch", "machineconfignode", "worker-0"][..], &patch].concat();
+    assert!(run(&server, &node, &own).status.success());
+    let created = run(
+        &server,
+        &admin,
+        &["create", "-f", object("worker-1").to_str().unwrap()],
+    );
+    assert!(created.status.success());
+    let theirs = [&["patch", "machineconfignode", "worker-1"][..], &patch].concat();
+    let denied = run(&server, &node, &theirs);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains(
+            "denied request: updates to MCN worker-1 can only be done from the MCN's owner node"
+        ),
+        "{denied:?}"
+    );
+    assert!(
+        run(
+            &server,
+            &admin,
+            &["delete", "machineconfignode", "worker-1"]
+        )
+        .status
+        .success()
+    );
+
+    let other = run(
+        &server,
+        &node,
+        &["create", "-f", object("worker-1").to_str().unwrap()],
+    );
+    assert_eq!(other.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&other.stderr).trim_end(),
+        "Error from server (Forbidden): error when creating \"".to_string()
+            + server.dir().join("mcn-worker-1.json").to_str().unwrap()
+            + "\": machineconfignodes.machineconfiguration.openshift.io \"worker-1\" is forbidden: \
+               ValidatingAdmissionPolicy 'mco-agent-machineconfignode-owner' with binding \
+               'mco-agent-machineconfignode-owner' denied request: updates to MCN worker-1 can \
+               only be done from the MCN's owner node"
+    );
+}
+
+/// The test server does not run CEL: it models the shipped policy's rule. The shipped policy
+/// must say exactly what is modelled (and be bound, denying).
+#[test]
+fn the_shipped_machine_config_node_policy_is_the_one_the_test_server_models() {
+    let name = "mco-agent-machineconfignode-owner";
+    let policy = shipped::object("ValidatingAdmissionPolicy", name).unwrap();
+    let spec = &policy["spec"];
+    assert_eq!(
+        spec["matchConditions"][0]["expression"],
+        "'system:nodes' in request.userInfo.groups"
+    );
+    assert_eq!(
+        spec["validations"][0]["expression"],
+        "request.userInfo.username == 'system:node:' + object.metadata.name"
+    );
+    assert_eq!(
+        spec["validations"][0]["messageExpression"],
+        r"'updates to MCN ' + string(object.metadata.name) + ' can only be done from the MCN\'s owner node'"
+    );
+    let rules = &spec["matchConstraints"]["resourceRules"][0];
+    assert_eq!(rules["operations"], serde_json::json!(["CREATE", "UPDATE"]));
+    assert_eq!(
+        rules["resources"],
+        serde_json::json!(["machineconfignodes", "machineconfignodes/status"])
+    );
+    let binding = shipped::object("ValidatingAdmissionPolicyBinding", name).unwrap();
+    assert_eq!(binding["spec"]["policyName"], name);
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+}

@@ -5,6 +5,7 @@
 mod backups;
 mod hooks;
 mod locked;
+mod progress;
 mod reboot;
 mod rebootless;
 mod resume;

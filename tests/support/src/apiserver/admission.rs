@@ -3,6 +3,11 @@
 //! taints, no labels outside the kubelet's set), mirror pods bound to itself, status and
 //! evictions of its own pods, and leases named after itself in `kube-node-lease`.
 //!
+//! Also here, for the same identities: the rule of the ValidatingAdmissionPolicy that
+//! `manifests/node-mcn-policy.yaml` ships (no CEL runs here; `tests/kubectl_shipped_rbac.rs`
+//! checks that the shipped expressions are the ones modelled): a node creates and updates
+//! only the MachineConfigNode named like itself.
+//!
 //! Not modelled: the node UID check of mirror pods' owner references, and the plugin's rules
 //! for types this server does not serve (PVC status, service account tokens, CSINodes,
 //! ResourceSlices, CSRs).
@@ -67,6 +72,9 @@ pub fn node_restriction(identity: &Identity, req: &AdmissionRequest) -> Result<(
     match (req.def.group, req.def.plural) {
         ("", "pods") => admit_pod(node, req),
         ("", "nodes") => admit_node(node, req),
+        ("machineconfiguration.openshift.io", "machineconfignodes") => {
+            admit_machine_config_node(node, req)
+        }
         ("coordination.k8s.io", "leases") => {
             if req.namespace != "kube-node-lease" {
                 return Err(req.forbidden(
@@ -82,6 +90,24 @@ pub fn node_restriction(identity: &Identity, req: &AdmissionRequest) -> Result<(
         }
         _ => Ok(()),
     }
+}
+
+/// The shipped policy and its binding, named in a denial as kube-apiserver names them.
+pub const MCN_POLICY: &str = "mco-agent-machineconfignode-owner";
+pub const MCN_POLICY_BINDING: &str = "mco-agent-machineconfignode-owner";
+
+/// The shipped policy's validation: `request.userInfo.username == 'system:node:' +
+/// object.metadata.name` on CREATE and UPDATE (a patch is an UPDATE), denied with its
+/// `messageExpression`.
+fn admit_machine_config_node(node: &str, req: &AdmissionRequest) -> Result<(), ApiError> {
+    let name = req.new.map(name_of).unwrap_or_default();
+    if req.operation == Operation::Delete || name == node {
+        return Ok(());
+    }
+    Err(req.forbidden(format!(
+        "ValidatingAdmissionPolicy '{MCN_POLICY}' with binding '{MCN_POLICY_BINDING}' denied request: \
+         updates to MCN {name} can only be done from the MCN's owner node"
+    )))
 }
 
 fn bound_node(pod: Option<&Value>) -> &str {

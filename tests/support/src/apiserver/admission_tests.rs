@@ -184,3 +184,43 @@ fn bootstrap_roles_are_stored_and_served() {
     assert_eq!(err.code, 403);
     assert!(store.get(index_of("nodes"), None, "x").is_err());
 }
+
+/// The shipped MachineConfigNode policy: a node writes only the MCN named like itself, spec
+/// and status alike; other identities are not narrowed (RBAC decides).
+#[test]
+fn nodes_write_only_their_own_machine_config_node() {
+    let n1 = Identity::node("n1").authenticated();
+    let mcn = |name: &str| json!({"metadata": {"name": name}, "spec": {"node": {"name": name}}});
+    for (op, sub) in [
+        (Operation::Create, ""),
+        (Operation::Update, ""),
+        (Operation::Update, "status"),
+    ] {
+        let old = (op == Operation::Update).then(|| mcn("n1"));
+        assert_eq!(
+            admit(&n1, "machineconfignodes", op, sub, old, Some(mcn("n1"))),
+            Ok(())
+        );
+        let old = (op == Operation::Update).then(|| mcn("n2"));
+        let err = admit(&n1, "machineconfignodes", op, sub, old, Some(mcn("n2"))).unwrap_err();
+        assert_eq!(
+            err,
+            "machineconfignodes.machineconfiguration.openshift.io \"n2\" is forbidden: \
+             ValidatingAdmissionPolicy 'mco-agent-machineconfignode-owner' with binding \
+             'mco-agent-machineconfignode-owner' denied request: updates to MCN n2 can only be \
+             done from the MCN's owner node"
+        );
+    }
+    let admin = Identity::admin().authenticated();
+    assert_eq!(
+        admit(
+            &admin,
+            "machineconfignodes",
+            Operation::Create,
+            "",
+            None,
+            Some(mcn("n2"))
+        ),
+        Ok(())
+    );
+}

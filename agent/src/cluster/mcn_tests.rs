@@ -1,0 +1,120 @@
+use machine_config::mco::annotations::{CURRENT_CONFIG, LAST_APPLIED_DRAIN};
+use machine_config::mco::node_conditions::{Status, UPDATE_PREPARED, UPDATED};
+
+use super::*;
+use crate::cluster::FakeNodeApi;
+
+fn condition(object: &Value, kind: &str) -> (Status, String) {
+    let c = conditions(object)
+        .into_iter()
+        .find(|c| c.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {object}"));
+    (c.status, c.message)
+}
+
+#[tokio::test]
+async fn created_owned_by_the_node_then_kept() {
+    let api = FakeNodeApi::new("worker-0");
+    api.set_annotations(&[(CURRENT_CONFIG, Some("rendered-a"))])
+        .await
+        .unwrap();
+    api.set_desired("rendered-b");
+    report(&api, "worker", &Progress::NeedsUpdate)
+        .await
+        .unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(o["metadata"]["name"], "worker-0");
+    assert_eq!(
+        o["metadata"]["ownerReferences"][0],
+        json!({"apiVersion": "v1", "kind": "Node", "name": "worker-0", "uid": "uid-worker-0"})
+    );
+    assert_eq!(o["spec"], spec("worker-0", "worker", "rendered-b"));
+    assert_eq!(
+        o["status"]["configVersion"],
+        json!({"desired": "rendered-b", "current": "rendered-a"})
+    );
+    assert_eq!(o["status"]["observedGeneration"], 1);
+    assert_eq!(
+        condition(&o, UPDATED),
+        (Status::False, "Node worker-0 needs an update".into())
+    );
+    // Created, then its status written through the subresource.
+    let writes: Vec<bool> = api
+        .machine_config_node_writes()
+        .iter()
+        .map(|w| w.0)
+        .collect();
+    assert_eq!(writes, [false, true]);
+
+    // The same step again writes nothing.
+    report(&api, "worker", &Progress::NeedsUpdate)
+        .await
+        .unwrap();
+    assert_eq!(api.machine_config_node_writes().len(), 2);
+
+    // A new desiredConfig moves the spec (and the generation) before the status.
+    api.set_desired("rendered-c");
+    let prepared = Progress::Prepared {
+        actions: vec!["Reboot".into()],
+        drain: true,
+    };
+    report(&api, "worker", &prepared).await.unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(o["spec"]["configVersion"]["desired"], "rendered-c");
+    assert_eq!(o["metadata"]["generation"], 2);
+    assert_eq!(o["status"]["observedGeneration"], 2);
+    assert_eq!(o["status"]["configVersion"]["desired"], "rendered-c");
+    assert_eq!(condition(&o, UPDATE_PREPARED).0, Status::True);
+}
+
+#[tokio::test]
+async fn messages_use_the_node_annotations() {
+    let api = FakeNodeApi::new("worker-1");
+    api.set_annotations(&[(LAST_APPLIED_DRAIN, Some("uncordon-rendered-a"))])
+        .await
+        .unwrap();
+    report(
+        &api,
+        "infra",
+        &Progress::Draining {
+            config: "rendered-b".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    // No desiredConfig yet: the placeholder the MCO uses.
+    assert_eq!(o["spec"]["configVersion"]["desired"], NOT_YET_SET);
+    assert_eq!(o["spec"]["pool"]["name"], "infra");
+    let drained = conditions(&o)
+        .into_iter()
+        .find(|c| c.kind == "Drained")
+        .unwrap();
+    assert!(
+        drained.message.ends_with(
+            "desired drainer drain-rendered-b matches current drainer uncordon-rendered-a"
+        ),
+        "{}",
+        drained.message
+    );
+    assert_eq!(
+        o["status"].get("configVersion").unwrap()["desired"],
+        NOT_YET_SET
+    );
+}
+
+#[tokio::test]
+async fn a_refused_write_is_returned_and_the_next_step_heals() {
+    let api = FakeNodeApi::new("worker-2");
+    api.set_desired("rendered-b");
+    api.fail_machine_config_node_writes(Some("forbidden"));
+    let err = report(&api, "worker", &Progress::NeedsUpdate)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("forbidden"), "{err}");
+    assert!(api.machine_config_node_object().is_none());
+    api.fail_machine_config_node_writes(None);
+    report(&api, "worker", &Progress::Updated).await.unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(condition(&o, UPDATED).0, Status::True);
+}

@@ -1,0 +1,137 @@
+//! `kubectl get machineconfignodes` follows a node through an update: a config that drains and
+//! reboots every node is rolled out, then each node's MachineConfigNode says Updated in it,
+//! every step of the update back to False naming what it was during the update (as the MCO
+//! leaves them), and `kubectl get machineconfignodes` (`-o wide`) prints it so.
+
+use mco_cluster_tests::mcn::condition_status;
+use mco_cluster_tests::{Cluster, Spec, binaries, secs};
+use serde_json::Value;
+
+const REBOOT_FILE: &str = "/etc/mco-e2e/reboot.conf";
+
+fn message<'a>(mcn: &'a Value, kind: &str) -> &'a str {
+    mcn["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start(binaries!(), Spec::default()).await?;
+    let next = cluster
+        .apply_files_config("50-e2e-reboot", &[(REBOOT_FILE, "reboot: 1\n")])
+        .await?;
+    cluster.wait_pool_done_rebooting(&next, secs(120)).await?;
+    for node in cluster.node_names() {
+        let mcn = cluster
+            .wait_machine_config_node_updated(&node, &next, secs(30))
+            .await?;
+        anyhow::ensure!(mcn["spec"]["pool"]["name"] == "worker", "{mcn:#}");
+        anyhow::ensure!(
+            mcn["spec"]["configVersion"]["desired"] == next.as_str(),
+            "{mcn:#}"
+        );
+        anyhow::ensure!(
+            mcn["status"]["configVersion"]["desired"] == next.as_str(),
+            "{mcn:#}"
+        );
+        let owner = &mcn["metadata"]["ownerReferences"][0];
+        anyhow::ensure!(
+            owner["kind"] == "Node" && owner["name"] == node.as_str(),
+            "{mcn:#}"
+        );
+        anyhow::ensure!(message(&mcn, "Updated") == format!("Node {node} Updated"));
+        // Every step of the update took place, and is False again now that it is over.
+        let during = |m: &str| format!("Action during update to {next}: {m}");
+        for (kind, what) in [
+            (
+                "UpdatePrepared",
+                "Update Compatible. Post Cfg Actions: [Reboot] Drain Required: true",
+            ),
+            (
+                "UpdateExecuted",
+                "Updated the Files and OS on disk as a part of the in progress phase",
+            ),
+            (
+                "Cordoned",
+                "Cordoned node. The node is reporting Unschedulable = true",
+            ),
+            ("RebootedNode", "Node has rebooted"),
+            (
+                "UpdateComplete",
+                "Uncordoned Node as part of completing upgrade phase",
+            ),
+            (
+                "Uncordoned",
+                "UnCordoned node. The node is reporting Unschedulable = false",
+            ),
+        ] {
+            anyhow::ensure!(
+                condition_status(&mcn, kind) == Some("False")
+                    && message(&mcn, kind) == during(what),
+                "{node} {kind}: {:?} {:?}",
+                condition_status(&mcn, kind),
+                message(&mcn, kind)
+            );
+        }
+        anyhow::ensure!(condition_status(&mcn, "NodeDegraded") == Some("False"));
+    }
+
+    let table = cluster.kubectl(&["get", "machineconfignodes"])?;
+    eprintln!("{table}");
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    anyhow::ensure!(
+        lines[0]
+            == [
+                "NAME",
+                "POOLNAME",
+                "DESIREDCONFIG",
+                "CURRENTCONFIG",
+                "UPDATED",
+                "AGE"
+            ],
+        "{table}"
+    );
+    let nodes = cluster.node_names();
+    anyhow::ensure!(lines.len() == nodes.len() + 1, "{table}");
+    for (row, node) in lines[1..].iter().zip(&nodes) {
+        anyhow::ensure!(
+            row[..5] == [node.as_str(), "worker", &next, &next, "True"],
+            "{table}"
+        );
+    }
+    let wide = cluster.kubectl(&["get", "machineconfignodes", "-o", "wide"])?;
+    eprintln!("{wide}");
+    let lines: Vec<Vec<&str>> = wide
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    anyhow::ensure!(
+        lines[0][6..]
+            == [
+                "UPDATEPREPARED",
+                "UPDATEEXECUTED",
+                "UPDATEPOSTACTIONCOMPLETE",
+                "UPDATECOMPLETE",
+                "RESUMED",
+                "UPDATEDFILESANDOS",
+                "CORDONEDNODE",
+                "DRAINEDNODE",
+                "REBOOTEDNODE",
+                "UNCORDONEDNODE"
+            ],
+        "{wide}"
+    );
+    for row in &lines[1..] {
+        anyhow::ensure!(
+            row[4] == "True" && row[6..].iter().all(|c| *c == "False"),
+            "{wide}"
+        );
+    }
+    cluster.finish().await
+}
