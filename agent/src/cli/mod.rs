@@ -9,6 +9,7 @@ pub mod drain;
 pub mod once_from;
 pub mod start;
 pub mod status;
+pub mod strategy;
 pub mod validate;
 
 use std::ffi::OsString;

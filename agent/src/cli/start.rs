@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use super::strategy::{StrategyArgs, StrategyContext};
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
@@ -118,6 +119,9 @@ pub struct Args {
     /// Metrics and the kubelet health check.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    /// When updates may drain and reboot.
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
 }
 
 /// `--drain-mode`.
@@ -261,12 +265,26 @@ async fn run_daemon(args: &Args) -> Result<()> {
     {
         bail!("--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)");
     }
+    // the pool asked of the config server (also the default FleetLock group)
+    let pool = match &args.config_server {
+        Some(_) => Some(choose_pool(args.pool.as_deref(), api.as_deref()).await?),
+        None => args.pool.clone(),
+    };
+    let client_cert = client_cert(args);
+    let strategy = args.strategy.build(&StrategyContext {
+        config_server: args.config_server.as_deref(),
+        ca: args.ca.as_deref(),
+        client_cert: client_cert.as_deref(),
+        insecure_http: args.insecure_http,
+        node: &node,
+        pool: pool.as_deref(),
+    })?;
     let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
-            client_cert(args).as_deref(),
-            &choose_pool(args.pool.as_deref(), api.as_deref()).await?,
+            client_cert.as_deref(),
+            pool.as_deref().unwrap_or(pool::DEFAULT_POOL),
             Some(&node),
             args.insecure_http,
         )?),
@@ -300,7 +318,9 @@ async fn run_daemon(args: &Args) -> Result<()> {
         Some(api) => Arc::new(NodeReport::new(api.clone())),
         None => Arc::new(NoCluster),
     };
-    let engine = Engine::new(root, seams, opts, cluster)?.with_policy_source(policy);
+    let engine = Engine::new(root, seams, opts, cluster)?
+        .with_policy_source(policy)
+        .with_strategy(Arc::new(strategy));
     // Metrics are informational: a port someone else holds does not stop the agent.
     let metrics = match metrics::start(&args.metrics, engine.root()).await {
         Ok(m) => m,

@@ -125,6 +125,10 @@ pub struct UpdateRecord {
     /// they were recorded is planned with the default table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ActivePolicy>,
+    /// A FleetLock reboot slot was taken for this update (the `fleet_lock` strategy); it is
+    /// given back once the node is Done in a config, after a restart or reboot too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lock_held: bool,
 }
 
 impl UpdateRecord {
@@ -147,6 +151,7 @@ impl UpdateRecord {
             stamped: Vec::new(),
             reason: None,
             policy: None,
+            lock_held: false,
         }
     }
 

@@ -17,6 +17,7 @@ use super::{Engine, Observation, Outcome, UpdateReport, backups, os, transitions
 use crate::apply::{self, ApplyOptions};
 use crate::failpoints::failpoint;
 use crate::input;
+use crate::strategy::{Decision, Disruption, StrategyStatus};
 
 impl Engine {
     /// Updates the node to `desired`. `force`: the force file was present (skip validation,
@@ -307,6 +308,21 @@ impl Engine {
         };
         apply::check(&self.root, &current_ign, &desired_ign, &options)
             .map_err(|e| Outcome::Degraded(e.to_string()))?;
+        // Last before anything is recorded or changed: may it start now?
+        let disruption = Disruption {
+            drain: plan.drain,
+            reboot: plan.reboot,
+        };
+        let locked = match self
+            .strategy
+            .before_update(desired.name(), disruption)
+            .await
+        {
+            Decision::Go { locked } => locked,
+            Decision::Wait { reason, recheck_in } => {
+                return Err(Outcome::Waiting { reason, recheck_in });
+            }
+        };
         let step = if plan.drain {
             Step::Draining
         } else {
@@ -316,6 +332,7 @@ impl Engine {
         rec.first_application = first;
         rec.force = force;
         rec.reboot = plan.reboot;
+        rec.lock_held = locked;
         transitions::check(None, Some(step)).map_err(degraded)?;
         tracing::info!(
             update = rec.describe(),
@@ -347,6 +364,10 @@ impl Engine {
             s.current = Some(rec.current.name().to_string());
             s.desired = Some(rec.desired.name().to_string());
             s.needs_reboot = false;
+            if let Some(st) = s.strategy.as_mut() {
+                st.waiting = None;
+                st.lock_held |= locked;
+            }
             s.last_update = Some(LastUpdate {
                 from: rec.current.name().to_string(),
                 to: rec.desired.name().to_string(),
@@ -389,6 +410,24 @@ impl Engine {
             Outcome::NeedsReboot => ("NeedsReboot", None),
             Outcome::Unreconcilable(r) => ("Unreconcilable", Some((NodeState::Unreconcilable, r))),
             Outcome::Degraded(r) => ("Degraded", Some((NodeState::Degraded, r))),
+            Outcome::Waiting { reason, recheck_in } => {
+                tracing::info!(
+                    from = report.from,
+                    to = report.to,
+                    strategy = self.strategy.name(),
+                    recheck_in = %humantime::format_duration(*recheck_in),
+                    "{reason}"
+                );
+                let status = self.strategy.status();
+                self.reporter.update_status(&self.root, |s| {
+                    let st = s.strategy.get_or_insert_with(StrategyStatus::default);
+                    st.name = status.name;
+                    st.detail = status.detail;
+                    st.window = status.window;
+                    st.waiting = Some(reason.clone());
+                });
+                return report;
+            }
         };
         if let Some((state, reason)) = state {
             self.reporter.state(&self.root, state, reason).await;
