@@ -120,7 +120,9 @@ mod tests {
 
     #[test]
     fn requests_are_parsed_and_checked() {
-        let rows: &[(&str, Result<(&str, &str), &str>)] = &[
+        // (body, Ok((id, group)) or Err(part of the message))
+        type Row<'a> = (&'a str, Result<(&'a str, &'a str), &'a str>);
+        let rows: &[Row] = &[
             (
                 r#"{"client_params":{"id":"node-a","group":"workers"}}"#,
                 Ok(("node-a", "workers")),

@@ -246,7 +246,8 @@ fn parse_hh_mm(s: &str) -> Option<u32> {
 fn whole_minutes(d: Duration) -> Option<u32> {
     let secs = d.as_secs();
     let range = 60..=u64::from(MINUTES_PER_WEEK) * 60;
-    (d.subsec_nanos() == 0 && secs % 60 == 0 && range.contains(&secs)).then(|| (secs / 60) as u32)
+    (d.subsec_nanos() == 0 && secs.is_multiple_of(60) && range.contains(&secs))
+        .then_some((secs / 60) as u32)
 }
 
 #[cfg(test)]
