@@ -28,6 +28,8 @@
 //!      logind.
 //!    - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch),
 //!      drains through the Eviction API, rendered MachineConfigs from the API server.
+//!    - [`strategy`]: when a disruptive update may run: at once, in maintenance windows, or
+//!      under a FleetLock reboot slot.
 //! 3. The update
 //!    - [`engine`]: the update engine (state machine, persisted steps, rollback,
 //!      verification).
@@ -57,6 +59,7 @@ pub mod validate;
 pub mod cluster;
 pub mod host;
 pub mod os;
+pub mod strategy;
 
 // 3. The update
 pub mod engine;

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cluster", 2),
     ("host", 2),
     ("os", 2),
+    ("strategy", 2),
     ("engine", 3),
     ("daemon", 4),
     ("metrics", 4),

@@ -136,6 +136,7 @@ fn status_reads_the_agents_files_without_a_daemon() {
             ..LastUpdate::default()
         }),
         updated_ms: rec.started_ms,
+        strategy: None,
     };
     root.write_atomic(
         Path::new(STATUS_FILE),

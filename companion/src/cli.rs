@@ -173,6 +173,8 @@ pub struct ServeArgs {
     pub base: BaseArgs,
     #[command(flatten)]
     pub drain: DrainTimingArgs,
+    #[command(flatten)]
+    pub fleet_lock: crate::fleet_lock::args::FleetLockArgs,
 }
 
 /// `controller` arguments.
@@ -242,8 +244,10 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     };
     let (stop, shutdown) = shutdown_on_signal();
     let mut tasks = tokio::task::JoinSet::new();
+    let fleet_lock;
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
         (Some(dir), _) => {
+            fleet_lock = args.fleet_lock.standalone()?;
             let standalone = Arc::new(Standalone::open(dir, args.base.options())?);
             let poll = Duration::from_secs(args.poll_interval.max(1));
             tasks.spawn(standalone.clone().watch(poll, shutdown.clone()));
@@ -251,6 +255,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         }
         (None, Some(kubeconfig)) => {
             let client = crate::cluster::client(kubeconfig).await?;
+            fleet_lock = args.fleet_lock.cluster(client.clone())?;
             if args.controller {
                 let (client, options, shutdown) =
                     (client.clone(), args.base.options(), shutdown.clone());
@@ -280,11 +285,12 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     tracing::info!("Launching server on {}", listener.local_addr()?);
-    tasks.spawn(server::serve(
+    tasks.spawn(server::serve_with_fleet_lock(
         listener,
         Some(tls),
         bootstrap.clone(),
         source.clone(),
+        fleet_lock.clone(),
         limits.clone(),
         shutdown.clone(),
     ));
@@ -293,11 +299,12 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {addr}"))?;
         tracing::info!("Launching insecure server on {}", listener.local_addr()?);
-        tasks.spawn(server::serve(
+        tasks.spawn(server::serve_with_fleet_lock(
             listener,
             None,
             bootstrap,
             source,
+            fleet_lock,
             limits,
             shutdown.clone(),
         ));

@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod fleet_lock;
 pub mod manifests;
 pub mod negotiate;
 pub mod served;

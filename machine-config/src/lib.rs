@@ -69,6 +69,7 @@ pub mod document;
 pub mod downtranslate;
 pub mod error;
 pub mod extensions;
+pub mod fleetlock;
 pub mod ignition;
 pub mod ignition_json;
 pub mod kargs;

@@ -29,8 +29,9 @@ pub const CONFIG_ROOT_ENV: &str = "MCO_AGENT_CONFIG_ROOT";
 /// One setting from a fragment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting {
-    /// The option's argument as the command line would give it (`true`, a path, `30s`).
-    pub value: String,
+    /// The option's arguments as the command line would give them (`true`, a path, `30s`);
+    /// more than one for an option that repeats (`window = ["Sat 22:00 3h", …]`).
+    pub values: Vec<String>,
     pub file: PathBuf,
     pub line: usize,
 }
@@ -97,19 +98,31 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
                 keys(start).join(", ")
             );
         };
-        let value = match (&value, arg.get_action()) {
-            (toml::Value::Boolean(b), ArgAction::SetTrue) => b.to_string(),
+        let values = match (&value, arg.get_action()) {
+            (toml::Value::Array(items), ArgAction::Append) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| match item {
+                    toml::Value::Table(t) if key == "window" => {
+                        window_from_table(t).map_err(|e| anyhow::anyhow!("{at}: {key}[{i}]: {e}"))
+                    }
+                    other => scalar(other)
+                        .ok_or_else(|| anyhow::anyhow!("{at}: {key}[{i}]: expected a string")),
+                })
+                .collect::<Result<Vec<_>>>()?,
+            (toml::Value::Boolean(b), ArgAction::SetTrue) => vec![b.to_string()],
             (_, ArgAction::SetTrue) => bail!("{at}: {key}: expected true or false"),
-            (toml::Value::String(s), _) => s.clone(),
-            (toml::Value::Integer(i), _) => i.to_string(),
-            (toml::Value::Boolean(b), _) => b.to_string(),
-            (toml::Value::Float(f), _) => f.to_string(),
-            _ => bail!("{at}: {key}: expected a single value (a string, a number or a boolean)"),
+            (other, _) => vec![scalar(other).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{at}: {key}: expected a single value (a string, a number or a boolean)"
+                )
+            })?],
         };
         // the option's own parser decides, as on the command line
         let long = arg.get_long().unwrap_or_default();
         let mut probe = start.clone().no_binary_name(true);
-        if let Err(e) = probe.try_get_matches_from_mut(as_arguments(arg.get_action(), long, &value))
+        if let Err(e) =
+            probe.try_get_matches_from_mut(as_arguments(arg.get_action(), long, &values))
         {
             let why = e.to_string();
             let why = why
@@ -122,7 +135,7 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
         out.push((
             key,
             Setting {
-                value,
+                values,
                 file: file.to_path_buf(),
                 line,
             },
@@ -131,13 +144,49 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
     Ok(out)
 }
 
-/// The command-line arguments that give `long` the value `value`.
-fn as_arguments(action: &ArgAction, long: &str, value: &str) -> Vec<String> {
+/// The command-line arguments that give `long` the values `values`.
+fn as_arguments(action: &ArgAction, long: &str, values: &[String]) -> Vec<String> {
     match action {
-        ArgAction::SetTrue if value == "true" => vec![format!("--{long}")],
+        ArgAction::SetTrue if values == ["true"] => vec![format!("--{long}")],
         ArgAction::SetTrue => vec![],
-        _ => vec![format!("--{long}={value}")],
+        _ => values.iter().map(|v| format!("--{long}={v}")).collect(),
     }
+}
+
+/// A string, number or boolean as the command line would give it.
+fn scalar(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        _ => None,
+    }
+}
+
+/// Zincati's table form of a maintenance window, `{days = ["Sat"], start_time = "22:00",
+/// length_minutes = 180}`, as the `--window` argument `Sat 22:00 180m`.
+fn window_from_table(t: &toml::Table) -> Result<String> {
+    for key in t.keys() {
+        if !["days", "start_time", "length_minutes"].contains(&key.as_str()) {
+            bail!("unknown key {key:?} (a window has days, start_time and length_minutes)");
+        }
+    }
+    let days = match t.get("days") {
+        Some(toml::Value::Array(days)) if !days.is_empty() => days
+            .iter()
+            .map(|d| d.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| anyhow::anyhow!("days: expected an array of day names"))?,
+        _ => bail!("days: expected a non-empty array of day names, e.g. [\"Sat\", \"Sun\"]"),
+    };
+    let Some(start) = t.get("start_time").and_then(|v| v.as_str()) else {
+        bail!("start_time: expected \"HH:MM\"");
+    };
+    let Some(length) = t.get("length_minutes").and_then(|v| v.as_integer()) else {
+        bail!("length_minutes: expected a number of minutes");
+    };
+    Ok(format!("{} {start} {length}m", days.join(",")))
 }
 
 /// The option of `start` a key names.
@@ -190,7 +239,7 @@ pub fn arguments_from(
         let long = arg.get_long().unwrap_or_default();
         out.push((
             key.clone(),
-            as_arguments(arg.get_action(), long, &setting.value),
+            as_arguments(arg.get_action(), long, &setting.values),
         ));
     }
     out
@@ -213,8 +262,11 @@ fn key_line(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| {
             let l = l.trim_start();
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            let assigned = l
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='));
+            // an array of tables: `[[window]]`
+            assigned || l.trim_end() == format!("[[{key}]]")
         })
         .map_or(0, |i| i + 1)
 }

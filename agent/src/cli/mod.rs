@@ -12,6 +12,7 @@ pub mod once_from;
 pub mod recover;
 pub mod start;
 pub mod status;
+pub mod strategy;
 pub mod validate;
 
 use std::ffi::OsString;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use super::strategy::{StrategyArgs, StrategyContext};
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
@@ -121,6 +122,9 @@ pub struct Args {
     /// The administrator's hooks.
     #[command(flatten)]
     pub hooks: super::hook_args::HookArgs,
+    /// When updates may drain and reboot.
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
 }
 
 /// `--drain-mode`.
@@ -264,25 +268,37 @@ async fn run_daemon(args: &Args) -> Result<()> {
     {
         bail!("--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)");
     }
-    // The pool names the config server's config and the MachineConfigNode's spec.pool; only
-    // the config server needs it to start (an MCN in an unknown pool says `worker`, as the
-    // node's role labels would).
-    let pool = match (&args.config_server, &api) {
-        (Some(_), _) => choose_pool(args.pool.as_deref(), api.as_deref()).await?,
+    // The pool names the config server's config, the MachineConfigNode's spec.pool and the
+    // default FleetLock group; only the config server needs it to start (an MCN in an unknown
+    // pool says `worker`, as the node's role labels would).
+    let known_pool = match (&args.config_server, &api) {
+        (Some(_), _) => Some(choose_pool(args.pool.as_deref(), api.as_deref()).await?),
         (None, Some(_)) => match choose_pool(args.pool.as_deref(), api.as_deref()).await {
-            Ok(pool) => pool,
+            Ok(pool) => Some(pool),
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), pool = pool::DEFAULT_POOL, "the MachineConfigNode names the default pool");
-                pool::DEFAULT_POOL.to_string()
+                None
             }
         },
-        (None, None) => pool::DEFAULT_POOL.to_string(),
+        (None, None) => args.pool.clone(),
     };
+    let pool = known_pool
+        .clone()
+        .unwrap_or_else(|| pool::DEFAULT_POOL.to_string());
+    let client_cert = client_cert(args);
+    let strategy = args.strategy.build(&StrategyContext {
+        config_server: args.config_server.as_deref(),
+        ca: args.ca.as_deref(),
+        client_cert: client_cert.as_deref(),
+        insecure_http: args.insecure_http,
+        node: &node,
+        pool: known_pool.as_deref(),
+    })?;
     let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
         (Some(url), _, _) => Arc::new(ConfigServer::new(
             url,
             args.ca.as_deref(),
-            client_cert(args).as_deref(),
+            client_cert.as_deref(),
             &pool,
             Some(&node),
             args.insecure_http,
@@ -320,7 +336,9 @@ async fn run_daemon(args: &Args) -> Result<()> {
         Some(api) => Arc::new(NodeReport::new(api.clone(), &pool)),
         None => Arc::new(NoCluster),
     };
-    let engine = Engine::new(root, seams, opts, cluster)?.with_policy_source(policy);
+    let engine = Engine::new(root, seams, opts, cluster)?
+        .with_policy_source(policy)
+        .with_strategy(Arc::new(strategy));
     // Metrics are informational: a port someone else holds does not stop the agent.
     let metrics = match metrics::start(&args.metrics, engine.root()).await {
         Ok(m) => m,

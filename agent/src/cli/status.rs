@@ -28,6 +28,7 @@ use crate::engine::{BOOT_ID_FILE, read_boot_id};
 use crate::input;
 use crate::os::{ClientConfig, DbusOsUpdater, Deployment, OsStatus, OsUpdater};
 use crate::rootfs::Root;
+use crate::strategy::StrategyStatus;
 
 /// How long rpm-ostree may take to answer before the deployments are given up.
 const RPM_OSTREE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,6 +65,9 @@ pub struct NodeStatus {
     pub last_update: Option<LastUpdate>,
     pub pending: Option<Pending>,
     pub deployments: Option<Deployments>,
+    /// The update strategy, its next window, the FleetLock slot, why an update waits (from
+    /// the status file; the slot also from the update record).
+    pub strategy: Option<StrategyStatus>,
     /// When the agent last wrote the status file (Unix milliseconds).
     pub status_updated_ms: Option<u64>,
     /// What could not be read, and why.
@@ -163,6 +167,7 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
             s.desired = file.desired;
             s.needs_reboot = file.needs_reboot;
             s.last_update = file.last_update;
+            s.strategy = file.strategy;
             s.status_updated_ms = Some(file.updated_ms);
         }
         Ok(None) => s.unreadable.push(format!(
@@ -189,6 +194,14 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
                 s.desired = Some(rec.desired.name().to_string());
             }
             s.pending = Some(pending(&rec, boot.ok().as_deref()));
+            if rec.lock_held {
+                s.strategy
+                    .get_or_insert_with(|| StrategyStatus {
+                        name: "fleet_lock".to_string(),
+                        ..StrategyStatus::default()
+                    })
+                    .lock_held = true;
+            }
         }
         Ok(None) => {}
         Err(e) => s.unreadable.push(format!("{e:#}")),

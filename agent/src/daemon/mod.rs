@@ -95,6 +95,10 @@ pub struct Daemon {
     annotated_current: Option<String>,
     /// No sync has run since start-up (the MCD's `booting`: its first update is a boot resync).
     booting: bool,
+    /// The desired config whose update the strategy holds back (windows, FleetLock).
+    waiting_for: Option<String>,
+    /// A FleetLock slot may be held and must be given back before the next update.
+    lock_release_pending: bool,
 }
 
 impl Daemon {
@@ -114,6 +118,8 @@ impl Daemon {
             parked: None,
             annotated_current: None,
             booting: true,
+            waiting_for: None,
+            lock_release_pending: false,
         }
     }
 
@@ -138,6 +144,26 @@ impl Daemon {
                 let to = self.engine.pending()?.map(|r| r.desired.name().to_string());
                 self.parked = Some(Parked::NeedsReboot(to.unwrap_or_default()));
             }
+        }
+        match self.engine.pending()? {
+            // held for the update in progress (taken before it was recorded)
+            Some(rec) if rec.lock_held => {
+                self.engine
+                    .reporter()
+                    .update_status(self.engine.root(), |s| {
+                        if let Some(st) = s.strategy.as_mut() {
+                            st.lock_held = true;
+                        }
+                    })
+            }
+            Some(_) => {}
+            // No update in progress (none, or the recorded one committed after its verified
+            // boot): a slot this node may hold from before a crash or the reboot goes back.
+            None if self.engine.strategy().uses_lock() => {
+                self.lock_release_pending = true;
+                self.release_lock().await;
+            }
+            None => {}
         }
         if self.parked.is_none() && self.engine.pending()?.is_none() {
             if let Err(e) = startup::seed_current(

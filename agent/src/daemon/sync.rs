@@ -20,6 +20,11 @@ impl Daemon {
         if self.parked == Some(Parked::Rebooting) {
             return;
         }
+        // A FleetLock slot from an update that completed must go back before anything else
+        // (Zincati's initialization state): other nodes of the group wait for it.
+        if self.lock_release_pending && !self.release_lock().await {
+            return self.retry_later();
+        }
         let name = self.desired_name.clone();
         let desired = match self.source.fetch(name.as_deref()).await {
             Ok(mc) => mc,
@@ -84,25 +89,40 @@ impl Daemon {
             && self.drift.is_some()
         {
             self.drift = None;
-            self.engine
-                .reporter()
-                .event(
-                    reason::CONFIG_DRIFT_MONITOR_STOPPED,
-                    "Config Drift Monitor stopped",
-                )
-                .await;
-            tracing::info!(
-                current = c.machine_config.name(),
-                desired = desired.name(),
-                "update needed"
-            );
+            // (while an update waits for its strategy the monitor is paused and resumed
+            // around each new look, said once)
+            if self.waiting_for.as_deref() != Some(desired.name()) {
+                self.engine
+                    .reporter()
+                    .event(
+                        reason::CONFIG_DRIFT_MONITOR_STOPPED,
+                        "Config Drift Monitor stopped",
+                    )
+                    .await;
+                tracing::info!(
+                    current = c.machine_config.name(),
+                    desired = desired.name(),
+                    "update needed"
+                );
+            }
         }
         let report = self.engine.update(&desired, force).await;
+        let was_waiting = self.waiting_for.take();
         match report.outcome {
+            Outcome::Waiting { recheck_in, .. } => {
+                let announce = was_waiting.as_deref() != Some(desired.name());
+                self.waiting_for = Some(desired.name().to_string());
+                self.retry_at = Some(tokio::time::Instant::now() + recheck_in);
+                self.start_drift_monitor(announce).await;
+            }
             Outcome::Done => {
                 self.engine.reporter().progress(Progress::Updated).await;
                 self.backoff.reset();
                 self.unreconcilable = None;
+                let disrupted = report.plan.as_ref().is_some_and(|p| p.drain || p.reboot);
+                if disrupted && self.engine.strategy().uses_lock() && !self.release_lock().await {
+                    self.retry_later();
+                }
                 self.restart_drift_monitor().await;
             }
             Outcome::Rebooting => self.parked = Some(Parked::Rebooting),
@@ -236,6 +256,34 @@ impl Daemon {
 
     /// (Re)starts the drift monitor against the current config.
     pub(super) async fn restart_drift_monitor(&mut self) {
+        self.start_drift_monitor(true).await
+    }
+
+    /// Gives back this node's FleetLock slot (`steady-state`); on failure it is tried again
+    /// before the next sync. Whether it was given back.
+    pub(super) async fn release_lock(&mut self) -> bool {
+        match self.engine.strategy().release().await {
+            Ok(()) => {
+                self.lock_release_pending = false;
+                self.engine
+                    .reporter()
+                    .update_status(self.engine.root(), |s| {
+                        if let Some(st) = s.strategy.as_mut() {
+                            st.lock_held = false;
+                        }
+                    });
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "the FleetLock reboot slot could not be released: trying again");
+                self.lock_release_pending = true;
+                false
+            }
+        }
+    }
+
+    /// (Re)starts the drift monitor; `announce`: with its event.
+    pub(super) async fn start_drift_monitor(&mut self, announce: bool) {
         self.drift = None;
         let Ok(Some(current)) = input::read_current(self.engine.root()) else {
             return;
@@ -257,6 +305,9 @@ impl Daemon {
                 self.drift = Some(m);
                 // A change made before the watches were in place is caught here.
                 self.check_drift(&current).await;
+                if !announce {
+                    return;
+                }
                 self.engine
                     .reporter()
                     .event(

@@ -108,6 +108,7 @@ use crate::host::reboot::Rebooter;
 use crate::host::systemd::Systemd;
 use crate::os::OsUpdater;
 use crate::rootfs::Root;
+use crate::strategy::Strategy;
 use crate::units::UnitEnablement;
 
 pub use observe::{Observation, Observer};
@@ -192,6 +193,12 @@ pub enum Outcome {
     Unreconcilable(String),
     /// The update failed (rolled back when it had started), or did not take after a reboot.
     Degraded(String),
+    /// The update strategy does not let the update start yet (outside the maintenance
+    /// windows, no FleetLock slot): nothing was changed; ask again after `recheck_in`.
+    Waiting {
+        reason: String,
+        recheck_in: Duration,
+    },
 }
 
 /// What an update did.
@@ -251,6 +258,9 @@ pub struct Engine {
     /// Where a new update's node disruption policies come from (the default table unless
     /// [`Engine::with_policy_source`] says otherwise).
     policy_source: Arc<dyn PolicySource>,
+    /// When a new update may drain or reboot ([`crate::strategy`]; `immediate` unless
+    /// [`Engine::with_strategy`]).
+    strategy: Arc<Strategy>,
 }
 
 impl Engine {
@@ -270,6 +280,7 @@ impl Engine {
             reporter,
             boot_id,
             policy_source: Arc::new(FixedPolicy(ActivePolicy::defaults())),
+            strategy: Arc::new(Strategy::immediate()),
         })
     }
 
@@ -277,6 +288,19 @@ impl Engine {
     pub fn with_policy_source(mut self, source: Arc<dyn PolicySource>) -> Self {
         self.policy_source = source;
         self
+    }
+
+    /// Starts new updates when `strategy` lets them.
+    pub fn with_strategy(mut self, strategy: Arc<Strategy>) -> Self {
+        self.reporter.update_status(&self.root, |s| {
+            s.strategy = Some(strategy.status());
+        });
+        self.strategy = strategy;
+        self
+    }
+
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
     }
 
     pub fn root(&self) -> &Root {

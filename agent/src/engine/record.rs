@@ -130,6 +130,10 @@ pub struct UpdateRecord {
     /// hook runs, so a restart does not run it twice: [`crate::engine::hooks`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<HookMark>,
+    /// A FleetLock reboot slot was taken for this update (the `fleet_lock` strategy); it is
+    /// given back once the node is Done in a config, after a restart or reboot too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lock_held: bool,
 }
 
 impl UpdateRecord {
@@ -153,6 +157,7 @@ impl UpdateRecord {
             reason: None,
             policy: None,
             hooks: Vec::new(),
+            lock_held: false,
         }
     }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::observe::{Observation, Observer};
 use super::record::now_ms;
 use crate::rootfs::{Owner, Root};
+use crate::strategy::StrategyStatus;
 
 /// Where the status file goes, inside the root.
 pub const STATUS_FILE: &str = "/run/mco-agent/status.json";
@@ -101,6 +102,9 @@ pub struct Status {
     pub needs_reboot: bool,
     pub last_update: Option<LastUpdate>,
     pub updated_ms: u64,
+    /// The update strategy, its next window, the FleetLock slot, why an update waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<StrategyStatus>,
 }
 
 /// Reads the status file of `root`, if any.

@@ -18,6 +18,7 @@ use super::{Engine, Observation, Outcome, UpdateReport, backups, os, transitions
 use crate::apply::{self, ApplyOptions};
 use crate::failpoints::failpoint;
 use crate::input;
+use crate::strategy::{Decision, Disruption, StrategyStatus};
 
 impl Engine {
     /// Updates the node to `desired`. `force`: the force file was present (skip validation,
@@ -309,10 +310,30 @@ impl Engine {
         };
         apply::check(&self.root, &current_ign, &desired_ign, &options)
             .map_err(|e| Outcome::Degraded(e.to_string()))?;
-        // The last check: the admin's veto, once everything else says the update can start.
-        self.pre_apply_hooks(&current_mc, &desired, &plan)
+        // Last before anything is recorded or changed: may it start now?
+        let disruption = Disruption {
+            drain: plan.drain,
+            reboot: plan.reboot,
+        };
+        let locked = match self
+            .strategy
+            .before_update(desired.name(), disruption)
             .await
-            .map_err(Outcome::Degraded)?;
+        {
+            Decision::Go { locked } => locked,
+            Decision::Wait { reason, recheck_in } => {
+                return Err(Outcome::Waiting { reason, recheck_in });
+            }
+        };
+        // The last check: the admin's veto, once everything else says the update can start
+        // (after the strategy: a held-back update does not run its hooks at every recheck).
+        if let Err(reason) = self.pre_apply_hooks(&current_mc, &desired, &plan).await {
+            // nothing was recorded: a slot taken for this update is given back now
+            if locked && let Err(e) = self.strategy.release().await {
+                tracing::warn!(error = %format!("{e:#}"), "giving back the FleetLock slot after a veto failed");
+            }
+            return Err(Outcome::Degraded(reason));
+        }
         self.reporter
             .progress(Progress::Prepared {
                 actions: plan.actions.iter().map(describe_action).collect(),
@@ -329,6 +350,7 @@ impl Engine {
         rec.first_application = first;
         rec.force = force;
         rec.reboot = plan.reboot;
+        rec.lock_held = locked;
         transitions::check(None, Some(step)).map_err(degraded)?;
         tracing::info!(
             update = rec.describe(),
@@ -360,6 +382,10 @@ impl Engine {
             s.current = Some(rec.current.name().to_string());
             s.desired = Some(rec.desired.name().to_string());
             s.needs_reboot = false;
+            if let Some(st) = s.strategy.as_mut() {
+                st.waiting = None;
+                st.lock_held |= locked;
+            }
             s.last_update = Some(LastUpdate {
                 from: rec.current.name().to_string(),
                 to: rec.desired.name().to_string(),
@@ -409,6 +435,24 @@ impl Engine {
             Outcome::NeedsReboot => ("NeedsReboot", None),
             Outcome::Unreconcilable(r) => ("Unreconcilable", Some((NodeState::Unreconcilable, r))),
             Outcome::Degraded(r) => ("Degraded", Some((NodeState::Degraded, r))),
+            Outcome::Waiting { reason, recheck_in } => {
+                tracing::info!(
+                    from = report.from,
+                    to = report.to,
+                    strategy = self.strategy.name(),
+                    recheck_in = %humantime::format_duration(*recheck_in),
+                    "{reason}"
+                );
+                let status = self.strategy.status();
+                self.reporter.update_status(&self.root, |s| {
+                    let st = s.strategy.get_or_insert_with(StrategyStatus::default);
+                    st.name = status.name;
+                    st.detail = status.detail;
+                    st.window = status.window;
+                    st.waiting = Some(reason.clone());
+                });
+                return report;
+            }
         };
         if let Some((state, reason)) = state {
             self.reporter.state(&self.root, state, reason).await;

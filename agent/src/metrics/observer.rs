@@ -81,6 +81,7 @@ impl MetricsObserver {
             }
             Outcome::Rebooting => "Rebooting",
             Outcome::NeedsReboot => "NeedsReboot",
+            Outcome::Waiting { .. } => "Waiting",
             Outcome::Unreconcilable(reason) => {
                 self.metrics.update_failed(to, reason);
                 "Unreconcilable"

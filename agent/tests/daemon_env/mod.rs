@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use machine_config::MachineConfiguration;
 use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use mco_agent::engine::Status;
+use mco_companion::fleet_lock::file_store::FileStore;
+use mco_companion::fleet_lock::{FleetLock, Slots};
 use mco_companion::server::{self, ConfigSource, Limits};
 use mco_companion::standalone::Standalone;
 use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer, fixtures};
@@ -66,6 +68,8 @@ pub struct Node {
     pub url: String,
     pub ca_file: PathBuf,
     stop_companion: watch::Sender<bool>,
+    /// The companion's FleetLock state file (FleetLock is served at `url`).
+    pub fleet_lock_state: PathBuf,
     agent: Option<tokio::process::Child>,
     /// The process id of the agent started last.
     last_agent_pid: Option<u32>,
@@ -147,11 +151,18 @@ impl Node {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
         let source: Arc<dyn ConfigSource> = standalone;
-        tokio::spawn(server::serve(
+        // FleetLock on, as `mco-companion serve` has it by default
+        let fleet_lock_state = dir.path().join("fleet-lock.json");
+        let fleet_lock = Arc::new(FleetLock::new(
+            Arc::new(FileStore::open(&fleet_lock_state).unwrap()),
+            Slots::default(),
+        ));
+        tokio::spawn(server::serve_with_fleet_lock(
             listener,
             Some(tls),
             None,
             source,
+            Some(fleet_lock),
             Limits::default(),
             stopped,
         ));
@@ -166,6 +177,7 @@ impl Node {
             url,
             ca_file,
             stop_companion,
+            fleet_lock_state,
             agent: None,
             last_agent_pid: None,
             boots: 1,

@@ -7,11 +7,16 @@
 use super::bootstrap::{Authenticated, BootstrapTokens};
 use super::guard::{PerClient, WriteTimeout};
 use super::{ConfigSource, Peer, identity, routes};
+use crate::fleet_lock::{self, FleetLock};
+use http_body_util::Full;
+use hyper::body::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -62,6 +67,20 @@ pub async fn serve(
     bootstrap: Option<Arc<BootstrapTokens>>,
     source: Arc<dyn ConfigSource>,
     limits: Limits,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with_fleet_lock(listener, tls, bootstrap, source, None, limits, shutdown).await
+}
+
+/// [`serve`], also answering FleetLock's `/v1/pre-reboot` and `/v1/steady-state` with
+/// `fleet_lock` ([`crate::fleet_lock`]).
+pub async fn serve_with_fleet_lock(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    bootstrap: Option<Arc<BootstrapTokens>>,
+    source: Arc<dyn ConfigSource>,
+    fleet_lock: Option<Arc<FleetLock>>,
+    limits: Limits,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = tls.map(TlsAcceptor::from);
@@ -102,11 +121,20 @@ pub async fn serve(
         let limits = limits.clone();
         let acceptor = acceptor.clone();
         let bootstrap = bootstrap.clone();
+        let fleet_lock = fleet_lock.clone();
         tokio::spawn(async move {
             let _permits = (permit, client_slot);
             match acceptor {
                 Some(acceptor) => {
-                    serve_tls(stream, remote, acceptor, bootstrap, source, &limits).await
+                    serve_tls(
+                        stream,
+                        remote,
+                        acceptor,
+                        bootstrap,
+                        (source, fleet_lock),
+                        &limits,
+                    )
+                    .await
                 }
                 None => {
                     let connection = Connection {
@@ -115,7 +143,7 @@ pub async fn serve(
                         tls: false,
                         bootstrap,
                     };
-                    serve_http(stream, connection, source, &limits).await
+                    serve_http(stream, connection, (source, fleet_lock), &limits).await
                 }
             }
         });
@@ -127,7 +155,7 @@ async fn serve_tls(
     remote: SocketAddr,
     acceptor: TlsAcceptor,
     bootstrap: Option<Arc<BootstrapTokens>>,
-    source: Arc<dyn ConfigSource>,
+    services: Services,
     limits: &Limits,
 ) {
     match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
@@ -146,12 +174,16 @@ async fn serve_tls(
                 tls: true,
                 bootstrap,
             };
-            serve_http(tls, connection, source, limits).await
+            serve_http(tls, connection, services, limits).await
         }
         Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
         Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
     }
 }
+
+/// One answer, ready or (FleetLock) still to be worked out.
+type ResponseFuture =
+    Pin<Box<dyn Future<Output = Result<hyper::Response<Full<Bytes>>, Infallible>> + Send>>;
 
 /// What one connection established about its client.
 struct Connection {
@@ -161,15 +193,15 @@ struct Connection {
     bootstrap: Option<Arc<BootstrapTokens>>,
 }
 
-async fn serve_http<S>(
-    stream: S,
-    connection: Connection,
-    source: Arc<dyn ConfigSource>,
-    limits: &Limits,
-) where
+/// What a listener answers with: configs, and FleetLock when on.
+type Services = (Arc<dyn ConfigSource>, Option<Arc<FleetLock>>);
+
+async fn serve_http<S>(stream: S, connection: Connection, services: Services, limits: &Limits)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let remote = connection.remote;
+    let (source, fleet_lock) = services;
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let (uri, headers) = (request.uri(), request.headers());
         let peer = match BootstrapTokens::authenticate(
@@ -182,9 +214,34 @@ async fn serve_http<S>(
             Authenticated::Connection => connection.peer.clone(),
             Authenticated::Token(node) => Peer::Token(node),
             Authenticated::Refused(why) => {
-                return std::future::ready(Ok::<_, Infallible>(routes::unauthorized(why)));
+                return Box::pin(std::future::ready(Ok::<_, Infallible>(
+                    routes::unauthorized(why),
+                ))) as ResponseFuture;
             }
         };
+        if let Some(lock) = &fleet_lock
+            && fleet_lock::is_fleet_lock_path(uri.path())
+        {
+            let lock = lock.clone();
+            return Box::pin(async move {
+                let (parts, body) = request.into_parts();
+                let limited = http_body_util::Limited::new(body, fleet_lock::MAX_BODY_BYTES);
+                let bytes = http_body_util::BodyExt::collect(limited)
+                    .await
+                    .map(|b| b.to_bytes())
+                    .ok();
+                let response = lock
+                    .answer(
+                        &parts.method,
+                        parts.uri.path(),
+                        &parts.headers,
+                        bytes.as_deref(),
+                        &peer,
+                    )
+                    .await;
+                Ok::<_, Infallible>(response)
+            }) as ResponseFuture;
+        }
         let response = routes::respond(
             source.as_ref(),
             request.method(),
@@ -193,7 +250,7 @@ async fn serve_http<S>(
             remote,
             &peer,
         );
-        std::future::ready(Ok::<_, Infallible>(response))
+        Box::pin(std::future::ready(Ok::<_, Infallible>(response))) as ResponseFuture
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())

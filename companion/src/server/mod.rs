@@ -12,7 +12,7 @@ pub mod tls;
 use hyper::body::Bytes;
 use machine_config::SpecVersion;
 
-pub use listen::{Limits, serve};
+pub use listen::{Limits, serve, serve_with_fleet_lock};
 
 /// One request for a pool's config.
 #[derive(Debug, Clone, PartialEq, Eq)]

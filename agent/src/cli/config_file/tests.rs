@@ -56,7 +56,7 @@ fn fragments_apply_by_name_and_etc_masks_usr_lib() {
     let settings = load(dir.path(), &start()).unwrap();
     let got: Vec<(&str, &str, usize)> = settings
         .iter()
-        .map(|(k, s)| (k.as_str(), s.value.as_str(), s.line))
+        .map(|(k, s)| (k.as_str(), s.values[0].as_str(), s.line))
         .collect();
     assert_eq!(
         got,
@@ -97,6 +97,27 @@ fn a_bad_fragment_is_one_error_naming_the_file_the_line_and_the_key() {
             ":1: pool: expected a single value",
         ),
         ("help = true\n", ":1: unknown key \"help\""),
+        (
+            "strategy = \"periodic\"\nwindow = [\"Sab 22:00 3h\"]\n",
+            ":2: window: invalid value 'Sab 22:00 3h'",
+        ),
+        (
+            "[[window]]\ndays = [\"Sat\"]\nlength_minutes = 60\n",
+            ":1: window[0]: start_time: expected \"HH:MM\"",
+        ),
+        (
+            "[[window]]\ndays = [\"Sat\"]\nstart_time = \"22:00\"\nlength = 60\n",
+            ":1: window[0]: unknown key \"length\"",
+        ),
+        ("window = [[1]]\n", ":1: window[0]: expected a string"),
+        (
+            "window = [\"Sat 22:00\"]\n",
+            ":1: window: invalid value 'Sat 22:00'",
+        ),
+        (
+            "strategy = \"fleet-lock\"\n",
+            ":1: strategy: invalid value 'fleet-lock'",
+        ),
     ];
     for (text, want) in rows {
         let dir = root_with(&[(&format!("{ETC}/50-x.toml"), text)]);
@@ -129,5 +150,45 @@ fn the_command_line_wins_over_the_fragments_and_so_does_a_conflicting_option() {
             ("skip_reboot".to_string(), vec!["--skip-reboot".to_string()]),
         ],
         "pool is the command line's; config_server conflicts with the --config-file given"
+    );
+}
+
+#[test]
+fn windows_come_as_strings_or_as_zincatis_tables() {
+    let dir = root_with(&[
+        (
+            &format!("{ETC}/60-windows.toml"),
+            "strategy = \"periodic\"\ntime_zone = \"Europe/Berlin\"\n\
+         window = [\"Sat,Sun 22:00 3h\"]\n",
+        ),
+        (
+            &format!("{ETC}/70-tables.toml"),
+            "[[window]]\ndays = [\"Wed\", \"Thu\"]\nstart_time = \"01:00\"\nlength_minutes = 30\n\
+         [[window]]\ndays = [\"Sun\"]\nstart_time = \"23:30\"\nlength_minutes = 90\n",
+        ),
+    ]);
+    let start = start();
+    let settings = load(dir.path(), &start).unwrap();
+    // the later fragment's windows replace the earlier's, as any key
+    assert_eq!(
+        settings["window"].values,
+        ["Wed,Thu 01:00 30m", "Sun 23:30 90m"]
+    );
+    assert_eq!(settings["window"].line, 1);
+    let matches = start
+        .clone()
+        .no_binary_name(true)
+        .try_get_matches_from(Vec::<String>::new())
+        .unwrap();
+    let added = arguments_from(&settings, &start, &matches);
+    let args: Vec<String> = added.into_iter().flat_map(|(_, a)| a).collect();
+    assert_eq!(
+        args,
+        [
+            "--strategy=periodic",
+            "--time-zone=Europe/Berlin",
+            "--window=Wed,Thu 01:00 30m",
+            "--window=Sun 23:30 90m"
+        ]
     );
 }

@@ -56,6 +56,28 @@ pub fn human(s: &NodeStatus, now_ms: u64) -> String {
             },
         ),
     );
+    if let Some(st) = &s.strategy {
+        let mut t = st.name.clone();
+        for part in [Some(&st.detail), st.window.as_ref()].into_iter().flatten() {
+            if !part.is_empty() {
+                let _ = write!(t, "; {part}");
+            }
+        }
+        line("Strategy", &t);
+        if st.name == "fleet_lock" || st.lock_held {
+            line(
+                "Reboot slot",
+                if st.lock_held {
+                    "held (FleetLock): given back once the node is Done in its new config"
+                } else {
+                    "not held"
+                },
+            );
+        }
+        if let Some(w) = &st.waiting {
+            line("Waiting", w);
+        }
+    }
     match &s.deployments {
         Some(d) => {
             let running = if d.booted { "Booted" } else { "Default" };
@@ -154,6 +176,7 @@ mod tests {
     use super::*;
     use crate::cli::status::Deployments;
     use crate::engine::report::LastUpdate;
+    use crate::strategy::StrategyStatus;
 
     #[test]
     fn a_node_in_the_middle_of_a_reboot_update_reads_at_a_glance() {
@@ -196,6 +219,7 @@ mod tests {
                 next: None,
                 rollback: None,
             }),
+            strategy: None,
             status_updated_ms: Some(1_700_000_000_000),
             unreadable: vec!["deployments: x".into(), "second".into()],
         };
@@ -217,6 +241,51 @@ Not read:     deployments: x
               second
 "
         );
+    }
+
+    #[test]
+    fn the_strategy_its_window_the_slot_and_the_wait_are_shown() {
+        let rows: &[(StrategyStatus, &str)] = &[
+            (
+                StrategyStatus {
+                    name: "periodic".into(),
+                    detail: "Sat 22:00 3h (UTC)".into(),
+                    window: Some("next window Sat 2026-11-28 22:00 UTC".into()),
+                    lock_held: false,
+                    waiting: Some("the update to rendered-b waits for a maintenance window".into()),
+                },
+                "Strategy:     periodic; Sat 22:00 3h (UTC); next window Sat 2026-11-28 22:00 UTC
+Waiting:      the update to rendered-b waits for a maintenance window
+",
+            ),
+            (
+                StrategyStatus {
+                    name: "fleet_lock".into(),
+                    detail: "https://c:22623 group worker id node-a".into(),
+                    window: None,
+                    lock_held: true,
+                    waiting: None,
+                },
+                "Strategy:     fleet_lock; https://c:22623 group worker id node-a
+Reboot slot:  held (FleetLock): given back once the node is Done in its new config
+",
+            ),
+            (
+                StrategyStatus {
+                    name: "immediate".into(),
+                    ..StrategyStatus::default()
+                },
+                "Strategy:     immediate\n",
+            ),
+        ];
+        for (st, want) in rows {
+            let s = NodeStatus {
+                strategy: Some(st.clone()),
+                ..NodeStatus::default()
+            };
+            let text = human(&s, 0);
+            assert!(text.contains(want), "{text}");
+        }
     }
 
     #[test]

@@ -1,0 +1,154 @@
+//! `start`'s update strategy options (flattened into [`super::start::Args`]) and the
+//! [`Strategy`] they make.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use machine_config::fleetlock::DEFAULT_GROUP;
+
+use crate::strategy::fleet_lock::FleetLockClient;
+use crate::strategy::window::{Schedule, Window};
+use crate::strategy::{DEFAULT_LOCK_RETRY, Kind, Strategy, SystemClock};
+
+/// The update strategy.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StrategyArgs {
+    /// When an update may drain and reboot the node: `immediate` (at once), `periodic` (inside
+    /// the `--window`s), `fleet_lock` (holding a reboot slot from a FleetLock server).
+    #[arg(
+        long,
+        env = "MCO_AGENT_STRATEGY",
+        value_enum,
+        default_value = "immediate"
+    )]
+    pub strategy: StrategyName,
+    /// `periodic`: a weekly maintenance window, `DAYS HH:MM LENGTH` (`Sat,Sun 22:00 3h`); repeat
+    /// for more. In a fragment: `window = ["Sat 22:00 3h"]`, or Zincati's tables
+    /// `[[window]] days = ["Sat"], start_time = "22:00", length_minutes = 180`.
+    #[arg(long = "window", value_parser = parse_window, action = clap::ArgAction::Append)]
+    pub windows: Vec<Window>,
+    /// `periodic`: the windows' time zone: `UTC`, `localtime` (/etc/localtime) or an IANA name
+    /// (`Europe/Berlin`); wall-clock times are obeyed across DST changes.
+    #[arg(long, env = "MCO_AGENT_TIME_ZONE", default_value = "UTC")]
+    pub time_zone: String,
+    /// `periodic`: updates that neither drain nor reboot may run outside the windows.
+    #[arg(long, env = "MCO_AGENT_REBOOTLESS_OUTSIDE_WINDOWS")]
+    pub rebootless_outside_windows: bool,
+    /// `fleet_lock`: the FleetLock server's base URL (`/v1/pre-reboot` and `/v1/steady-state`
+    /// are under it). Default: the config server (mco-companion serves FleetLock there), with
+    /// its CA and the node's client certificate.
+    #[arg(long, env = "MCO_AGENT_FLEET_LOCK_URL")]
+    pub fleet_lock_url: Option<String>,
+    /// `fleet_lock`: the reboot group (`^[a-zA-Z0-9.-]+$`). Default: the node's pool when the
+    /// agent knows it (`--pool`, or asked of the config server for), else `default`.
+    #[arg(long, env = "MCO_AGENT_FLEET_LOCK_GROUP")]
+    pub fleet_lock_group: Option<String>,
+    /// `fleet_lock`: this node's client id, the owner of its slot. Default: the node name.
+    #[arg(long, env = "MCO_AGENT_FLEET_LOCK_ID")]
+    pub fleet_lock_id: Option<String>,
+    /// `fleet_lock`: how long before a refused slot is asked for again.
+    #[arg(
+        long,
+        hide = true,
+        env = "MCO_AGENT_FLEET_LOCK_RETRY",
+        value_parser = humantime::parse_duration,
+        default_value = "60s"
+    )]
+    pub fleet_lock_retry: Duration,
+}
+
+/// `--strategy`, with Zincati's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyName {
+    #[value(name = "immediate")]
+    Immediate,
+    #[value(name = "periodic")]
+    Periodic,
+    #[value(name = "fleet_lock")]
+    FleetLock,
+}
+
+fn parse_window(s: &str) -> Result<Window, String> {
+    s.parse()
+}
+
+/// What else a strategy needs from `start`: the connection to the config server, the node.
+pub struct StrategyContext<'a> {
+    pub config_server: Option<&'a str>,
+    pub ca: Option<&'a Path>,
+    pub client_cert: Option<&'a Path>,
+    pub insecure_http: bool,
+    pub node: &'a str,
+    pub pool: Option<&'a str>,
+}
+
+impl StrategyArgs {
+    /// The strategy; a setting that belongs to another strategy, or one missing, is an error
+    /// naming it.
+    pub fn build(&self, ctx: &StrategyContext<'_>) -> Result<Strategy> {
+        let periodic_only =
+            !self.windows.is_empty() || self.time_zone != "UTC" || self.rebootless_outside_windows;
+        let lock_only = self.fleet_lock_url.is_some()
+            || self.fleet_lock_group.is_some()
+            || self.fleet_lock_id.is_some();
+        if periodic_only && self.strategy != StrategyName::Periodic {
+            bail!(
+                "--window, --time-zone and --rebootless-outside-windows are for --strategy periodic"
+            );
+        }
+        if lock_only && self.strategy != StrategyName::FleetLock {
+            bail!(
+                "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock"
+            );
+        }
+        let kind = match self.strategy {
+            StrategyName::Immediate => Kind::Immediate,
+            StrategyName::Periodic => Kind::Periodic {
+                schedule: Schedule::new(self.windows.clone(), &self.time_zone).map_err(|e| {
+                    anyhow::anyhow!("--strategy periodic: {e} (--window, --time-zone)")
+                })?,
+                rebootless_anytime: self.rebootless_outside_windows,
+            },
+            StrategyName::FleetLock => {
+                let Some(url) = self.fleet_lock_url.as_deref().or(ctx.config_server) else {
+                    bail!(
+                        "--strategy fleet_lock needs --fleet-lock-url (or a --config-server, \
+                         where mco-companion serves FleetLock)"
+                    );
+                };
+                let group = self
+                    .fleet_lock_group
+                    .as_deref()
+                    .or(ctx.pool)
+                    .unwrap_or(DEFAULT_GROUP);
+                let id = self.fleet_lock_id.as_deref().unwrap_or(ctx.node);
+                Kind::FleetLock {
+                    client: FleetLockClient::new(
+                        url,
+                        ctx.ca,
+                        ctx.client_cert,
+                        ctx.insecure_http,
+                        id,
+                        group,
+                    )?,
+                    retry: if self.fleet_lock_retry.is_zero() {
+                        DEFAULT_LOCK_RETRY
+                    } else {
+                        self.fleet_lock_retry
+                    },
+                }
+            }
+        };
+        let strategy = Strategy::new(kind, Arc::new(SystemClock));
+        let status = strategy.status();
+        tracing::info!(
+            strategy = status.name,
+            detail = status.detail,
+            window = status.window,
+            "update strategy"
+        );
+        Ok(strategy)
+    }
+}
