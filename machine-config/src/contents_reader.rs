@@ -177,7 +177,7 @@ impl<'a> Base64Pieces<'a> {
             0
         };
         let symbols = self.rest.len() - feeds;
-        if symbols % 4 != 0 {
+        if !symbols.is_multiple_of(4) {
             return None;
         }
         let mut tail = self.rest.iter().rev().filter(|b| **b != b'\n');
