@@ -81,6 +81,27 @@ pub fn scheme(source: &str) -> Option<&str> {
 
 /// Decodes a `data:` URL.
 pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
+    let (mut out, data) = split(url)?;
+    out.data = if out.base64 {
+        if let Some(at) = data.find(|c| !is_base64_char(c)) {
+            return err(format!("invalid base64 character at byte {at} of the data"));
+        }
+        let compact: String = data.chars().filter(|c| *c != '\n').collect();
+        BASE64.decode(compact).or_else(|e| err(base64_error(&e)))?
+    } else {
+        if let Some(at) = data.find(|c| !is_url_char(c)) {
+            return err(format!(
+                "invalid character at byte {at} of the percent-encoded data"
+            ));
+        }
+        percent_decode(data)?
+    };
+    Ok(out)
+}
+
+/// Reads a `data:` URL's header: the URL with no data yet (`data` empty), and its data still
+/// encoded (base64 or percent-encoded, as `base64` says). [`decode`] is this, then the data.
+pub fn split(url: &str) -> Result<(DataUrl, &str), DataUrlError> {
     let Some(rest) = url.strip_prefix("data:") else {
         return err("missing data prefix");
     };
@@ -132,21 +153,15 @@ pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
             None => return err(format!("parameter {} has no value", i + 1)),
         }
     }
-    out.data = if out.base64 {
-        if let Some(at) = data.find(|c| !is_base64_char(c)) {
-            return err(format!("invalid base64 character at byte {at} of the data"));
-        }
-        let compact: String = data.chars().filter(|c| *c != '\n').collect();
-        BASE64.decode(compact).or_else(|e| err(base64_error(&e)))?
-    } else {
-        if let Some(at) = data.find(|c| !is_url_char(c)) {
-            return err(format!(
-                "invalid character at byte {at} of the percent-encoded data"
-            ));
-        }
-        percent_decode(data)?
-    };
-    Ok(out)
+    Ok((out, data))
+}
+
+/// Decodes a piece of base64 data (no line feeds) the way [`decode`] does the whole: a piece
+/// that is not the last must be whole quanta without padding (see `contents_reader`).
+pub(crate) fn decode_base64_piece(piece: &[u8], out: &mut Vec<u8>) -> Result<(), DataUrlError> {
+    BASE64
+        .decode_vec(piece, out)
+        .or_else(|e| err(base64_error(&e)))
 }
 
 fn param_value(value: &str) -> Result<String, DataUrlError> {

@@ -48,8 +48,14 @@ impl IgnitionJson {
     }
 
     /// A value already in this form (from [`parse_json_document`]) and its table.
-    pub(crate) fn from_parts(value: Value, sources: SourceTable) -> Self {
+    pub fn from_parts(value: Value, sources: SourceTable) -> Self {
         IgnitionJson { value, sources }
+    }
+
+    /// The value (its `source` strings indexes) and the table: the inverse of
+    /// [`Self::from_parts`].
+    pub fn into_parts(self) -> (Value, SourceTable) {
+        (self.value, self.sources)
     }
 
     /// The config as a plain JSON value (a copy, sources included).

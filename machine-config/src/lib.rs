@@ -63,6 +63,7 @@
 //! (names the file).
 
 pub mod contents;
+pub mod contents_reader;
 pub mod dataurl;
 pub mod diff;
 pub mod document;
@@ -85,6 +86,7 @@ pub mod render;
 pub mod source;
 
 pub use contents::DecodeError;
+pub use contents_reader::ContentsReader;
 pub use diff::{Changes, ConfigDiff};
 pub use error::{Issue, ParseError};
 pub use ignition::{

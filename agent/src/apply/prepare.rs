@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use machine_config::ignition::NodeOwner;
-use machine_config::{Config, DecodeError, File, Unit};
+use machine_config::{Config, ContentsReader, DecodeError, File, Unit};
 
 use super::InputError;
 use crate::rootfs::accounts::Accounts;
@@ -55,6 +55,18 @@ impl FileContents<'_> {
             FileContents::Config(f) => f.decoded_contents().map(Cow::Owned),
             FileContents::Bytes(b) => Ok(Cow::Borrowed(b)),
         }
+    }
+}
+
+/// The decoded size of `f`'s contents, checking that they decode (data URL, gzip, hash): read
+/// as a stream and let go, never held whole (see [`FileContents`]). When they do not decode,
+/// the whole decode says why, in the MCD's words.
+fn decoded_size(f: &File) -> Result<u64, DecodeError> {
+    let streamed = ContentsReader::new(f)
+        .and_then(|mut reader| std::io::copy(&mut reader, &mut std::io::sink()).ok());
+    match streamed {
+        Some(size) => Ok(size),
+        None => f.decoded_contents().map(|bytes| bytes.len() as u64),
     }
 }
 
@@ -140,11 +152,8 @@ pub(crate) fn prepare<'c>(
                 format!("file {:?} includes append, which is not supported", f.path),
             ));
         }
-        // Decoded to check it (data URL, gzip, hash), then let go (see FileContents).
-        let size = f
-            .decoded_contents()
-            .map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?
-            .len() as u64;
+        let size = decoded_size(f)
+            .map_err(|e| InputError::new(format!("{field}.contents"), e.to_string()))?;
         total = total.saturating_add(size);
         if total > MAX_CONFIG_CONTENTS_BYTES {
             return Err(InputError::new(

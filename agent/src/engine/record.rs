@@ -200,8 +200,8 @@ pub fn load(root: &Root) -> Result<Option<UpdateRecord>> {
 
 /// Persists `record` atomically (temp file, fsync, rename).
 pub fn store(root: &Root, record: &UpdateRecord) -> Result<()> {
-    let json = serde_json::to_vec(record).context("serializing the update record")?;
-    root.write_atomic(Path::new(UPDATE_RECORD), &json, 0o600, Owner::ROOT)
+    // Serialized into the file: the record holds two MachineConfigs, never copied into a string.
+    root.write_atomic_json(Path::new(UPDATE_RECORD), record, 0o600, Owner::ROOT)
         .with_context(|| format!("recording the update step {}", record.step))?;
     Ok(())
 }

@@ -8,11 +8,15 @@ pub mod policy;
 pub mod served;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
+use machine_config::ignition_json::parse_json_document;
 use machine_config::mco::paths::{CURRENT_CONFIG, SERVED_CONTENT};
-use machine_config::{Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig};
+use machine_config::{
+    Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
+};
 use serde_json::Value;
 
 use crate::rootfs::{Owner, Root};
@@ -31,10 +35,16 @@ pub struct LoadedConfig {
 impl LoadedConfig {
     /// Reads `bytes` (from `path`, used for messages and to name a bare Ignition config).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
-        let value = parse_value(bytes)?;
+        Self::from_vec(path, bytes.to_vec())
+    }
+
+    /// [`Self::from_bytes`] taking the bytes: a JSON document is kept as the one copy of its
+    /// sources (each file's contents a span of it, see [`read_document`]).
+    pub fn from_vec(path: &Path, bytes: Vec<u8>) -> Result<Self> {
+        let (value, sources) = read_document(bytes)?;
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
-            let (mc, parsed) = MachineConfig::from_value_parsed(value)?;
+            let (mc, parsed) = MachineConfig::from_document(value, sources)?;
             warn_unused(&parsed);
             return Ok(LoadedConfig {
                 machine_config: mc,
@@ -47,9 +57,9 @@ impl LoadedConfig {
                 "$: neither a MachineConfig (no kind/apiVersion) nor an Ignition config (no ignition section)"
             );
         }
-        // The config's sources move into a shared table: the wrapped MachineConfig and the
+        // The config's sources are in a shared table: the wrapped MachineConfig and the
         // parsed config hold them once, not twice.
-        let config = IgnitionJson::from_value(value);
+        let config = IgnitionJson::from_parts(value, sources);
         let parsed = config.parse()?;
         if parsed
             .config
@@ -59,7 +69,8 @@ impl LoadedConfig {
             .any(|f| f.path == SERVED_CONTENT)
         {
             // A config server's answer: the rendered MachineConfig is the file it appends.
-            let mc = served::served_machine_config(bytes).context(
+            let body = serde_json::to_vec(&config).context("re-reading the served config")?;
+            let mc = served::served_machine_config(&body).context(
                 "a config server's answer (an Ignition config with the MachineConfig it serves)",
             )?;
             tracing::info!(
@@ -88,7 +99,7 @@ impl LoadedConfig {
     /// Reads the file at `path`; errors name the file.
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        Self::from_bytes(path, &bytes).with_context(|| format!("{}", path.display()))
+        Self::from_vec(path, bytes).with_context(|| format!("{}", path.display()))
     }
 
     /// Reads `source`: a file, or an `http://`/`https://` URL fetched as the agent asks a config
@@ -115,7 +126,7 @@ impl LoadedConfig {
         let client = served::http_client(source, ca, None)?;
         let body = served::fetch(&client, source, None, None).await?;
         // A bare Ignition config is named after the URL's last path segment.
-        Self::from_bytes(Path::new(url.path()), &body).with_context(|| source.to_string())
+        Self::from_vec(Path::new(url.path()), body).with_context(|| source.to_string())
     }
 
     /// An empty MachineConfig (what a root holds before anything was applied).
@@ -126,6 +137,26 @@ impl LoadedConfig {
             field_prefix: "$",
         }
     }
+}
+
+/// A YAML or JSON document as a value whose `source` strings are indexes into the returned
+/// table. A JSON document (UTF-8, first non-blank character `{`) is read in place: its text
+/// becomes the table's storage, each source a span of it, so a large config is held once, not
+/// as the bytes read plus a value's copy of every string. YAML (and JSON that is not UTF-8,
+/// whose error the plain reader words) goes through a plain value.
+fn read_document(mut bytes: Vec<u8>) -> Result<(Value, SourceTable)> {
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
+    }
+    let json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if json {
+        match String::from_utf8(bytes) {
+            Ok(text) => return Ok(parse_json_document(&Arc::new(text))?),
+            Err(e) => bytes = e.into_bytes(),
+        }
+    }
+    let config = IgnitionJson::from_value(parse_value(&bytes)?);
+    Ok(config.into_parts())
 }
 
 /// Logs what the parser ignored (unknown keys), as Ignition warns about them.
@@ -149,9 +180,11 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let Some(bytes) = root.read(path)? else {
         return Ok(None);
     };
-    let value: Value = serde_json::from_slice(&bytes)
+    let text = String::from_utf8(bytes)
         .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
-    let (mc, parsed) = MachineConfig::from_value_parsed(value)
+    let (value, sources) = parse_json_document(&Arc::new(text))
+        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
+    let (mc, parsed) = MachineConfig::from_document(value, sources)
         .with_context(|| root.host_path(path).display().to_string())?;
     let ignition = parsed.config;
     Ok(Some(LoadedConfig {
@@ -168,9 +201,9 @@ const CURRENT_CONFIG_MODE: u32 = 0o600;
 
 /// Records `mc` as the applied config (compact JSON, atomic, mode 0600).
 pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
-    root.write_atomic(
+    root.write_atomic_json(
         Path::new(CURRENT_CONFIG),
-        mc.to_json().as_bytes(),
+        mc,
         CURRENT_CONFIG_MODE,
         Owner::ROOT,
     )?;

@@ -303,7 +303,8 @@ impl Root {
         mode: u32,
         owner: Owner,
     ) -> Result<(), RootError> {
-        self.write_through_temp(path, contents, mode, owner, true)
+        let mut bytes = |file: &mut File| file.write_all(contents).map(|()| !contents.is_empty());
+        self.write_through_temp(path, &mut bytes, mode, owner, true)
     }
 
     /// Like [`Self::write_atomic`], but the directory is not fsync'ed: for bookkeeping files
@@ -319,7 +320,27 @@ impl Root {
         mode: u32,
         owner: Owner,
     ) -> Result<(), RootError> {
-        self.write_through_temp(path, contents, mode, owner, false)
+        let mut bytes = |file: &mut File| file.write_all(contents).map(|()| !contents.is_empty());
+        self.write_through_temp(path, &mut bytes, mode, owner, false)
+    }
+
+    /// Like [`Self::write_atomic`], the contents being `value` as compact JSON, serialized
+    /// straight into the temp file: a large record (a MachineConfig) is never held a second
+    /// time as one string.
+    pub fn write_atomic_json<T: serde::Serialize + ?Sized>(
+        &self,
+        path: &Path,
+        value: &T,
+        mode: u32,
+        owner: Owner,
+    ) -> Result<(), RootError> {
+        let mut json = |file: &mut File| -> std::io::Result<bool> {
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+            serde_json::to_writer(&mut out, value)?;
+            out.flush()?;
+            Ok(true)
+        };
+        self.write_through_temp(path, &mut json, mode, owner, true)
     }
 
     /// The contents go to an anonymous temp file where possible ([`temp::create_temp_file`]),
@@ -328,7 +349,7 @@ impl Root {
     fn write_through_temp(
         &self,
         path: &Path,
-        contents: &[u8],
+        contents: &mut dyn FnMut(&mut File) -> std::io::Result<bool>,
         mode: u32,
         owner: Owner,
         sync_dir: bool,
@@ -347,9 +368,9 @@ impl Root {
                     RootError::io("label", path, std::io::Error::other(message))
                 })?;
             }
-            file.write_all(contents).map_err(io)?;
+            let written = contents(&mut file).map_err(io)?;
             // An empty file has no data to lose: its inode goes with the directory entry.
-            if sync_dir || !contents.is_empty() {
+            if sync_dir || written {
                 file.sync_all().map_err(io)?;
             }
             let named = match &tmp {

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use machine_config::{Config, File, Unit};
+use machine_config::{Config, ContentsReader, File, Unit};
 use sha2::{Digest as _, Sha256};
 
 use crate::rootfs::accounts::Accounts;
@@ -108,36 +108,53 @@ struct Check<'a> {
     accounts: &'a Accounts,
 }
 
-/// Below this many files, one thread checks them all (starting threads costs more).
-const FILES_PER_THREAD: usize = 64;
+/// Below this many bytes of sources, one thread checks all the files (starting threads costs
+/// more than it saves).
+const BYTES_PER_THREAD: usize = 1 << 20;
 
-/// Checks `files` in order, the decoding and comparing spread over up to the machine's cores
-/// in contiguous shares, so the mismatches come out in the config's order.
+/// Checks `files`, the decoding and comparing spread over up to the machine's cores: each
+/// worker takes the next file not yet taken (a few large files do not load one worker while
+/// the other idles), and the mismatches are put back in the config's order.
 fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
+    let bytes: usize = files
+        .iter()
+        .filter_map(|f| f.contents.source.as_deref())
+        .map(str::len)
+        .sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
-        .min(files.len() / FILES_PER_THREAD)
+        .min(bytes / BYTES_PER_THREAD)
+        .min(files.len())
         .max(1);
-    let check_share = |share: &[File]| {
-        let mut out = Vec::new();
-        for file in share {
-            if SKIPPED_FILES.contains(&file.path.as_str()) {
-                tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
-                continue;
-            }
-            check_config_file(check, file, &mut out);
+    let check_one = |file: &File, out: &mut Vec<Mismatch>| {
+        if SKIPPED_FILES.contains(&file.path.as_str()) {
+            tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
+            return;
         }
-        out
+        check_config_file(check, file, out);
     };
     if threads == 1 {
-        return check_share(files);
+        let mut out = Vec::new();
+        files.iter().for_each(|f| check_one(f, &mut out));
+        return out;
     }
-    let share = files.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(share)
-            .map(|chunk| scope.spawn(move || check_share(chunk)))
-            .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut found: Vec<(usize, Vec<Mismatch>)> = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(file) = files.get(i) else {
+                return found;
+            };
+            let mut out = Vec::new();
+            check_one(file, &mut out);
+            if !out.is_empty() {
+                found.push((i, out));
+            }
+        }
+    };
+    let mut found: Vec<(usize, Vec<Mismatch>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
         workers
             .into_iter()
             .flat_map(|w| match w.join() {
@@ -145,7 +162,9 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
                 Err(panic) => std::panic::resume_unwind(panic),
             })
             .collect()
-    })
+    });
+    found.sort_by_key(|(i, _)| *i);
+    found.into_iter().flat_map(|(_, m)| m).collect()
 }
 
 fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {
@@ -182,6 +201,18 @@ fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {
             None
         }
     };
+    if let Some(found_owner) = matches_streaming(check.root, file, mode) {
+        if let Some(owner) = owner {
+            out.extend(identity::check_owner(
+                check.accounts,
+                &file.path,
+                None,
+                owner,
+                found_owner,
+            ));
+        }
+        return;
+    }
     match file.decoded_contents() {
         Ok(contents) => check_file(check, &file.path, None, mode, owner, &contents, out),
         Err(e) => out.push(Mismatch {
@@ -443,6 +474,55 @@ fn check_file(
             info.owner,
         ));
     }
+}
+
+/// The common case, told without holding the decoded file: `file` is a regular file of exactly
+/// `mode` whose bytes are its decoded contents, decoded as they are compared. Returns the owner
+/// found then (still to be checked). `None` for anything else, including a file whose contents
+/// do not decode: the full check ([`check_file`] after decoding) then says what differs, in the
+/// MCD's words. A size that differs from the decoded size, when that is known without decoding,
+/// ends this at once.
+fn matches_streaming(root: &Root, file: &File, mode: u32) -> Option<Owner> {
+    let mut expected = ContentsReader::new(file)?;
+    let Ok(Opened::File(mut on_disk, info)) = root.open_nofollow(Path::new(&file.path)) else {
+        return None;
+    };
+    if go_file_mode(info.mode) != mode {
+        return None;
+    }
+    if expected.decoded_len().is_some_and(|len| len != info.size) {
+        return None;
+    }
+    let mut disk_buf = vec![0u8; COMPARE_CHUNK];
+    let mut want_buf = vec![0u8; COMPARE_CHUNK];
+    loop {
+        let n = read_full(&mut on_disk, &mut disk_buf).ok()?;
+        let m = read_full(&mut expected, &mut want_buf[..n.max(1)]).ok()?;
+        if n == 0 {
+            // The file ended: so must the contents (their hash is checked at their end).
+            return (m == 0).then_some(info.owner);
+        }
+        if m != n || disk_buf[..n] != want_buf[..n] {
+            return None;
+        }
+    }
+}
+
+/// Bytes compared per step.
+const COMPARE_CHUNK: usize = 64 * 1024;
+
+/// Reads until `buf` is full or the end; how many bytes were read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// What reading a file while comparing it with the expected contents found.

@@ -245,16 +245,25 @@ fn report_lists_every_mismatch_with_facts_and_no_contents() {
 }
 
 #[test]
-fn many_files_are_checked_in_shares_and_reported_in_the_config_order() {
+fn many_files_are_checked_in_parallel_and_reported_in_the_config_order() {
+    use base64::Engine as _;
     let dir = tempfile::tempdir().unwrap();
-    let count = 4 * FILES_PER_THREAD + 3;
+    // Enough bytes of sources for every core to take a part.
+    let count = 203;
+    let per_file = 4 * BYTES_PER_THREAD / count;
     let files: Vec<serde_json::Value> = (0..count)
         .map(|i| {
             let path = format!("/etc/many/f{i:03}");
-            // Every seventh file drifted, the rest match.
-            let on_disk = if i % 7 == 0 { "drift" } else { "same" };
-            write(dir.path(), &path, on_disk, 0o644);
-            serde_json::json!({"path": path, "mode": 420, "contents": {"source": "data:,same"}})
+            let same = format!("{i:03}").repeat(per_file / 3);
+            // Every seventh file drifted (same size, other bytes), every eleventh was cut short.
+            let on_disk = match (i % 7, i % 11) {
+                (0, _) => format!("x{}", &same[1..]),
+                (_, 0) => same[1..].to_string(),
+                _ => same.clone(),
+            };
+            write(dir.path(), &path, &on_disk, 0o644);
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&same);
+            serde_json::json!({"path": path, "mode": 420, "contents": {"source": format!("data:;base64,{b64}")}})
         })
         .collect();
     let config = Config::parse(
@@ -266,7 +275,7 @@ fn many_files_are_checked_in_shares_and_reported_in_the_config_order() {
     let root = Root::open(dir.path()).unwrap();
     let report = validate(&root, "rendered-worker-1", &config);
     let drifted: Vec<String> = (0..count)
-        .filter(|i| i % 7 == 0)
+        .filter(|i| i % 7 == 0 || i % 11 == 0)
         .map(|i| format!("/etc/many/f{i:03}"))
         .collect();
     let found: Vec<&str> = report.mismatches.iter().map(|m| m.path.as_str()).collect();
@@ -276,5 +285,51 @@ fn many_files_are_checked_in_shares_and_reported_in_the_config_order() {
             .mismatches
             .iter()
             .all(|m| m.kind == MismatchKind::Content)
+    );
+}
+
+#[test]
+fn contents_that_do_not_decode_are_reported_even_when_the_file_holds_their_bytes() {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "kubelet config\n".repeat(5000);
+    let b64 = |b: &[u8]| {
+        format!(
+            "data:;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(b)
+        )
+    };
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    let good_hash = format!("sha256-{}", sha256_hex(text.as_bytes()));
+    let bad_hash = format!("sha256-{}", "0".repeat(64));
+    for path in ["/etc/plain", "/etc/gzip", "/etc/hashed", "/etc/bad-hash"] {
+        write(dir.path(), path, &text, 0o644);
+    }
+    let config = serde_json::json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [
+        {"path": "/etc/plain", "mode": 420, "contents": {"source": b64(text.as_bytes())}},
+        {"path": "/etc/gzip", "mode": 420, "contents": {"source": b64(&gz), "compression": "gzip"}},
+        {"path": "/etc/hashed", "mode": 420, "contents": {"source": b64(&gz), "compression": "gzip",
+            "verification": {"hash": good_hash}}},
+        {"path": "/etc/bad-hash", "mode": 420, "contents": {"source": b64(text.as_bytes()),
+            "verification": {"hash": bad_hash}}},
+    ]}});
+    let config = Config::parse(config.to_string().as_bytes()).unwrap();
+    let root = Root::open(dir.path()).unwrap();
+    let report = validate(&root, "rendered-worker-1", &config);
+    let found: Vec<(&str, MismatchKind)> = report
+        .mismatches
+        .iter()
+        .map(|m| (m.path.as_str(), m.kind))
+        .collect();
+    assert_eq!(found, [("/etc/bad-hash", MismatchKind::Decode)]);
+    assert!(
+        report.mismatches[0]
+            .message
+            .starts_with("couldn't decode file \"/etc/bad-hash\": hash verification failed"),
+        "{}",
+        report.mismatches[0].message
     );
 }
