@@ -72,6 +72,7 @@ pub mod extensions;
 pub mod ignition;
 pub mod ignition_json;
 pub mod kargs;
+pub mod layering;
 pub mod machineconfig;
 pub mod machineconfiguration;
 pub mod mco;

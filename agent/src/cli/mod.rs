@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod diff;
 pub mod drain;
 pub mod once_from;
+pub mod pivot;
 pub mod start;
 pub mod status;
 pub mod validate;
@@ -48,6 +49,9 @@ pub enum Command {
     Drain(drain::DrainArgs),
     /// Make the node schedulable again.
     Uncordon(drain::UncordonArgs),
+    /// Rebase the OS to an image by hand (a recovery): staged through rpm-ostree, logged,
+    /// rebooted into unless --no-reboot; --dry-run says what would change.
+    Pivot(pivot::Args),
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
@@ -144,6 +148,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
         Command::Status(args) => status::run(&args),
+        Command::Pivot(args) => pivot::run(&args),
         // what `parse` rendered, with the origin of every value
         Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
     }
@@ -158,9 +163,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILURE);
         }
     };
-    // The daemon logs its progress; interactive commands only what goes wrong.
+    // The daemon and a pivot log their progress (the journal keeps why the OS changed);
+    // other interactive commands only what goes wrong.
     init_logging(match parsed.cli.command {
-        Command::Start(_) => "info",
+        Command::Start(_) | Command::Pivot(_) => "info",
         _ => "warn",
     });
     if let Command::Start(_) = parsed.cli.command {

@@ -12,7 +12,10 @@ use anyhow::{Result, bail};
 use async_trait::async_trait;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_IMAGE, POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING,
+    REASON, STATE,
+};
 use tokio::sync::mpsc;
 
 use super::source::ConfigSource;
@@ -23,7 +26,7 @@ use crate::engine::ClusterReport;
 #[derive(Debug)]
 enum Write {
     Report(NodeState, String),
-    SetDone(String),
+    SetDone(String, Option<String>),
     Event(String, String),
     PostConfigAction(&'static str),
 }
@@ -43,7 +46,11 @@ impl NodeReport {
             while let Some(w) = queue.recv().await {
                 let result = match &w {
                     Write::Report(state, reason) => writer.report(*state, reason).await,
-                    Write::SetDone(config) => writer.set_current(config).await,
+                    Write::SetDone(config, image) => {
+                        writer
+                            .set_annotations(&set_done(config, image.as_deref()))
+                            .await
+                    }
                     Write::Event(reason, message) => writer.event(reason, message).await,
                     Write::PostConfigAction(value) => {
                         writer
@@ -72,8 +79,11 @@ impl ClusterReport for NodeReport {
         self.queue(Write::Report(state, reason.to_string()))
     }
 
-    async fn set_done(&self, config: &str) -> Result<()> {
-        self.queue(Write::SetDone(config.to_string()))
+    async fn set_done(&self, config: &str, image: Option<&str>) -> Result<()> {
+        self.queue(Write::SetDone(
+            config.to_string(),
+            image.map(str::to_string),
+        ))
     }
 
     async fn event(&self, reason: &str, message: &str) -> Result<()> {
@@ -96,6 +106,22 @@ impl ClusterReport for NodeReport {
             ""
         }))
     }
+}
+
+/// The MCD's `SetDone` in one write: `currentConfig`, `state=Done`, `reason=""`; with a
+/// layered image `currentImage` set, without one `currentImage` and `desiredImage` removed (the
+/// pool left image mode, or never was in it).
+fn set_done<'a>(config: &'a str, image: Option<&'a str>) -> Vec<(&'static str, Option<&'a str>)> {
+    let mut changes = vec![
+        (CURRENT_CONFIG, Some(config)),
+        (STATE, Some(NodeState::Done.as_str())),
+        (REASON, Some("")),
+    ];
+    match image {
+        Some(image) => changes.push((CURRENT_IMAGE, Some(image))),
+        None => changes.extend([(CURRENT_IMAGE, None), (DESIRED_IMAGE, None)]),
+    }
+    changes
 }
 
 /// Rendered configs by name from the API server, as the MCD reads them.
@@ -123,7 +149,6 @@ mod tests {
     use crate::cluster::FakeNodeApi;
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
-    use machine_config::mco::annotations::{CURRENT_CONFIG, REASON, STATE};
 
     /// The daemon over the fake Node API: configs by name from the API, state on the Node.
     #[tokio::test]

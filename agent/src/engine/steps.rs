@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use machine_config::Config;
 use machine_config::mco::events::reason;
+use machine_config::mco::image::layered_image;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::policy::ActivePolicy;
@@ -16,6 +17,7 @@ use super::{Engine, Outcome, UpdateReport, backups, os, post_actions, transition
 use crate::apply::{ApplyOptions, apply};
 use crate::failpoints::failpoint;
 use crate::input;
+use crate::os::arrange_pull_secret;
 use crate::units::{OfflineUnits, UnitEnablement};
 
 /// What an update needs besides its record: recomputed from the record on every run, so a
@@ -207,7 +209,7 @@ impl Engine {
         }
     }
 
-    async fn stage_os(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+    async fn stage_os(&self, rec: &mut UpdateRecord, ctx: &mut Ctx) -> Result<()> {
         let os = self.seams.os.as_ref().with_context(|| {
             format!(
                 "the update changes the OS, but rpm-ostree is not available: {}",
@@ -220,14 +222,45 @@ impl Engine {
                 &format!("Changing the OS for config {}", rec.desired.name()),
             )
             .await;
-        let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
+        if ctx.plan.os_update && !rec.desired.spec.os_image_url.is_empty() {
+            // rpm-ostree pulls the image with the cluster's credentials.
+            arrange_pull_secret(&self.root).context("arranging the OS image pull secret")?;
+        }
+        let staged = os::stage_changes(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
         self.reporter
             .event(
                 reason::OS_UPDATE_STAGED,
-                &format!("Changes to OS staged: {}", done.join("; ")),
+                &format!("Changes to OS staged: {}", staged.done.join("; ")),
             )
             .await;
-        ctx.report.os_changes = done;
+        let (new, image) = (rec.desired.name(), &rec.desired.spec.os_image_url);
+        match &staged.rebased {
+            Some(_) => {
+                self.reporter
+                    .event(
+                        reason::OS_UPGRADE_APPLIED,
+                        &format!("OS upgrade applied; new MachineConfig ({new}) has new OS image ({image})"),
+                    )
+                    .await
+            }
+            None => {
+                self.reporter
+                    .event(
+                        reason::OS_UPGRADE_SKIPPED,
+                        &format!(
+                            "OS upgrade skipped; new MachineConfig ({new}) has same OS image ({image}) as old MachineConfig ({})",
+                            rec.current.name()
+                        ),
+                    )
+                    .await
+            }
+        }
+        if staged.done.is_empty() {
+            // Nothing was staged (the node already runs the OS asked for, e.g. pivoted by
+            // hand): booting the same deployment after the reboot is not a lost staged one.
+            rec.os_base = None;
+        }
+        ctx.report.os_changes = staged.done;
         failpoint("engine::os-done")
     }
 
@@ -363,7 +396,9 @@ impl Engine {
             last.ended_ms = Some(ended);
             last.duration_ms = Some(ended.saturating_sub(rec.started_ms));
         });
-        self.reporter.done(&self.root, name).await;
+        self.reporter
+            .done(&self.root, name, layered_image(&rec.desired))
+            .await;
         Outcome::Done
     }
 

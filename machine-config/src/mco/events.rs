@@ -23,6 +23,8 @@ pub mod reason {
     pub const NODE_DONE: &str = "NodeDone";
     pub const OS_UPDATE_STARTED: &str = "OSUpdateStarted";
     pub const OS_UPDATE_STAGED: &str = "OSUpdateStaged";
+    pub const OS_UPGRADE_APPLIED: &str = "OSUpgradeApplied";
+    pub const OS_UPGRADE_SKIPPED: &str = "OSUpgradeSkipped";
     pub const SERVICE_RELOAD: &str = "ServiceReload";
     pub const FAILED_SERVICE_RELOAD: &str = "FailedServiceReload";
     pub const SERVICE_RESTART: &str = "ServiceRestart";

@@ -8,6 +8,7 @@
 
 pub mod annotations;
 pub mod events;
+pub mod image;
 pub mod paths;
 pub mod states;
 
