@@ -64,7 +64,7 @@ async fn pivot_rebases_to_the_image_with_the_pull_secret() {
     // A dry run says what would change and changes nothing.
     let (ok, out, err) = pivot(&env, &root, &["--dry-run", IMAGE]).await;
     assert!(ok, "{out}{err}");
-    assert!(out.contains(&format!("would rebase the OS from")), "{out}");
+    assert!(out.contains("would rebase the OS from"), "{out}");
     assert!(out.contains("(dry run: nothing changed)"), "{out}");
     assert_eq!(env.deployments(), before);
     assert!(!root.join("run/ostree/auth.json").exists());

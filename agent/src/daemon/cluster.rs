@@ -150,6 +150,30 @@ mod tests {
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
 
+    /// SetDone in image mode writes currentImage; out of it, removes both image annotations.
+    #[tokio::test]
+    async fn set_done_writes_or_removes_the_image_annotations() {
+        use machine_config::mco::annotations::{CURRENT_IMAGE, DESIRED_IMAGE};
+        let api = FakeNodeApi::new("node-0");
+        let image = "registry.example/os@sha256:2";
+        api.set_desired_image("rendered-a", Some(image));
+        api.set_annotations(&set_done("rendered-a", Some(image)))
+            .await
+            .unwrap();
+        assert_eq!(api.annotation(CURRENT_IMAGE).as_deref(), Some(image));
+        assert_eq!(api.annotation(DESIRED_IMAGE).as_deref(), Some(image));
+        assert_eq!(api.annotation(STATE).as_deref(), Some("Done"));
+        api.set_annotations(&set_done("rendered-a", None))
+            .await
+            .unwrap();
+        assert_eq!(api.annotation(CURRENT_IMAGE), None);
+        assert_eq!(api.annotation(DESIRED_IMAGE), None);
+        assert_eq!(
+            api.annotation(CURRENT_CONFIG).as_deref(),
+            Some("rendered-a")
+        );
+    }
+
     /// The daemon over the fake Node API: configs by name from the API, state on the Node.
     #[tokio::test]
     async fn the_daemon_follows_desired_config_through_the_node_api() {

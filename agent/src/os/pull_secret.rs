@@ -4,9 +4,9 @@
 //! JSON, else to the kubelet's (`/var/lib/kubelet/config.json`).
 //!
 //! Being a link, it follows every rewrite of the secret file; it is arranged again before each
-//! OS image pull (and at start), so a merged secret that appears, disappears or turns invalid
-//! is picked up too. Contents are never read beyond a JSON well-formedness check and never
-//! logged: messages name paths only.
+//! OS image pull (an update's rebase, `mco-agent pivot`), so a merged secret that appears,
+//! disappears or turns invalid is picked up too. Contents are never read beyond a JSON
+//! well-formedness check and never logged: messages name paths only.
 
 use std::path::Path;
 
