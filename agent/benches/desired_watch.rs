@@ -55,7 +55,7 @@ async fn bench() {
     let (tx, mut desired) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(value) = stream.next().await {
-            if tx.send(value).is_err() {
+            if tx.send(value.config).is_err() {
                 break;
             }
         }

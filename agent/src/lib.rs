@@ -37,6 +37,7 @@
 //!    - [`daemon`]: `mco-agent start`: start-up checks, following the desired config, drift
 //!      monitor.
 //!    - [`once`]: `once-from`: one config applied through the engine, without a cluster.
+//!    - [`pivot`]: `pivot`: the OS rebased to an image by hand (a recovery).
 //!    - [`metrics`]: Prometheus metrics (the MCD's names and ours) fed by the engine, served
 //!      on `127.0.0.1:8797/metrics`; the kubelet health check.
 //! 5. The command line
@@ -68,6 +69,7 @@ pub mod engine;
 pub mod daemon;
 pub mod metrics;
 pub mod once;
+pub mod pivot;
 
 // 5. The command line
 pub mod cli;

@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
-    CURRENT_CONFIG, DESIRED_CONFIG, POST_CONFIG_ACTION, REASON, STATE,
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_IMAGE, POST_CONFIG_ACTION, REASON, STATE,
 };
-use mco_agent::cluster::{ClusterError, ClusterOptions, KubeNodeApi, NodeApi, RetryPolicy};
+use mco_agent::cluster::{
+    ClusterError, ClusterOptions, DesiredTarget, KubeNodeApi, NodeApi, RetryPolicy,
+};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 
@@ -171,7 +173,10 @@ async fn every_desired_config_change_reaches_the_agent_across_dropped_watches() 
     let first = tokio::time::timeout(PATIENCE, desired.recv())
         .await
         .unwrap();
-    assert_eq!(first.as_deref(), Some("rendered-worker-0"));
+    assert_eq!(
+        first.map(|t| t.config).as_deref(),
+        Some("rendered-worker-0")
+    );
 
     let set = |config: &str| {
         server
@@ -192,8 +197,40 @@ async fn every_desired_config_change_reaches_the_agent_across_dropped_watches() 
         let got = tokio::time::timeout(PATIENCE, desired.recv())
             .await
             .unwrap();
-        assert_eq!(got, Some(config));
+        assert_eq!(got, Some(DesiredTarget::config(&config)));
     }
+    // In an image-mode pool a new desiredImage alone is a new target.
+    let image = "registry.example/ocl/worker@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+    server
+        .patch(
+            "nodes",
+            None,
+            NODE,
+            &json!({"metadata": {"annotations": {DESIRED_IMAGE: image}}}),
+            Target::Main,
+        )
+        .unwrap();
+    let got = tokio::time::timeout(PATIENCE, desired.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.config.as_str(), got.image.as_deref()),
+        ("rendered-worker-5", Some(image))
+    );
+    server
+        .patch(
+            "nodes",
+            None,
+            NODE,
+            &json!({"metadata": {"annotations": {DESIRED_IMAGE: null}}}),
+            Target::Main,
+        )
+        .unwrap();
+    let got = tokio::time::timeout(PATIENCE, desired.recv())
+        .await
+        .unwrap();
+    assert_eq!(got, Some(DesiredTarget::config("rendered-worker-5")));
 
     // Unrelated changes and repeats are not reported.
     server
@@ -229,7 +266,7 @@ async fn every_desired_config_change_reaches_the_agent_across_dropped_watches() 
     let got = tokio::time::timeout(PATIENCE, desired.recv())
         .await
         .unwrap();
-    assert_eq!(got.as_deref(), Some("rendered-worker-6"));
+    assert_eq!(got.map(|t| t.config).as_deref(), Some("rendered-worker-6"));
 
     // Dropped again, the API fails the re-watch, and meanwhile the watch history is compacted
     // past the agent's version: the watcher backs off, gets 410 Gone, lists again.
@@ -243,7 +280,7 @@ async fn every_desired_config_change_reaches_the_agent_across_dropped_watches() 
     let got = tokio::time::timeout(PATIENCE, desired.recv())
         .await
         .unwrap();
-    assert_eq!(got.as_deref(), Some("rendered-worker-7"));
+    assert_eq!(got.map(|t| t.config).as_deref(), Some("rendered-worker-7"));
     assert_eq!(watches(503), 2);
     assert_eq!(lists(), 2, "the watcher listed again after 410 Gone");
 }

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("daemon", 4),
     ("metrics", 4),
     ("once", 4),
+    ("pivot", 4),
     ("cli", 5),
 ];
 

@@ -123,6 +123,8 @@ fn status_reads_the_agents_files_without_a_daemon() {
     let file = Status {
         current: Some("00-worker-base".into()),
         desired: Some("rendered-worker-next".into()),
+        current_image: None,
+        desired_image: None,
         state: NodeState::Working,
         reason: String::new(),
         pending_step: Some("RebootRequested".into()),

@@ -84,6 +84,10 @@ pub async fn complete(
         action = action.as_str(),
         "first boot: the booted OS differs from {name}"
     );
+    if plan.os_update && !new.spec.os_image_url.is_empty() {
+        // The image is pulled with the cluster's pull secret (the kubelet's at first boot).
+        mco_agent::os::arrange_pull_secret(root).context("arranging the OS image pull secret")?;
+    }
     let changes = stage_os_changes(os, &plan, &old, &new)
         .await
         .with_context(|| format!("staging the OS changes of {name}"))?;

@@ -40,6 +40,7 @@ impl Node {
                 sysroot: sysroot.path().to_path_buf(),
                 run_dir: run_dir.path().join("run"),
                 image_map: Some(image_map),
+                auth: Default::default(),
                 txn_delay: std::time::Duration::ZERO,
             },
             bus.connect().await.unwrap(),

@@ -74,6 +74,7 @@ pub mod fleetlock;
 pub mod ignition;
 pub mod ignition_json;
 pub mod kargs;
+pub mod layering;
 pub mod machineconfig;
 pub mod machineconfiguration;
 pub mod mco;

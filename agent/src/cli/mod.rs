@@ -10,6 +10,7 @@ pub mod drain;
 pub mod hook_args;
 pub mod once_from;
 pub mod recover;
+pub mod pivot;
 pub mod start;
 pub mod status;
 pub mod strategy;
@@ -52,6 +53,9 @@ pub enum Command {
     Drain(drain::DrainArgs),
     /// Make the node schedulable again.
     Uncordon(drain::UncordonArgs),
+    /// Rebase the OS to an image by hand (a recovery): staged through rpm-ostree, logged,
+    /// rebooted into unless --no-reboot; --dry-run says what would change.
+    Pivot(pivot::Args),
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
@@ -152,6 +156,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Uncordon(args) => drain::run_uncordon(&args),
         Command::Status(args) => status::run(&args),
         Command::Recover(args) => recover::run(&args),
+        Command::Pivot(args) => pivot::run(&args),
         // what `parse` rendered, with the origin of every value
         Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
     }
@@ -166,10 +171,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILURE);
         }
     };
-    // The daemon logs its progress; interactive commands only what goes wrong.
+    // The daemon and a pivot log their progress (the journal keeps why the OS changed);
+    // other interactive commands only what goes wrong.
     match parsed.cli.command {
-        Command::Start(_) => init_logging("info"),
-        // what an admin command changes on the node goes to the journal too
+        Command::Start(_) | Command::Pivot(_) => init_logging("info"),
+        // what `recover` changes on the node goes to the journal too, also from a shell
         Command::Recover(_) => {
             if let Err(e) = crate::logging::init_admin("mco-agent") {
                 eprintln!("warning: logging not set up: {e}");

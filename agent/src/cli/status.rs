@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use machine_config::mco::image::layered_image;
 use machine_config::mco::paths::CURRENT_CONFIG;
 use serde::Serialize;
 
@@ -60,6 +61,13 @@ pub struct NodeStatus {
     /// The config the node is in: `currentconfig`, else what the status file says.
     pub current: Option<String>,
     pub desired: Option<String>,
+    /// The layered OS image the node is in (image-mode pools: `currentimage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_image: Option<String>,
+    /// The OS image the node is asked to run: the pool's layered image, or the image of the
+    /// update in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired_image: Option<String>,
     /// An update is applied but waits for a reboot nobody requested.
     pub needs_reboot: bool,
     pub last_update: Option<LastUpdate>,
@@ -165,6 +173,7 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
             s.reason = file.reason;
             s.current = file.current;
             s.desired = file.desired;
+            s.desired_image = file.desired_image;
             s.needs_reboot = file.needs_reboot;
             s.last_update = file.last_update;
             s.strategy = file.strategy;
@@ -177,7 +186,10 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
         Err(e) => s.unreadable.push(format!("{}: {e:#}", host(STATUS_FILE))),
     }
     match input::read_current(root) {
-        Ok(Some(c)) => s.current = Some(c.machine_config.name().to_string()),
+        Ok(Some(c)) => {
+            s.current = Some(c.machine_config.name().to_string());
+            s.current_image = layered_image(&c.machine_config).map(str::to_string);
+        }
         Ok(None) => s.unreadable.push(format!(
             "{}: absent (no config was applied to this root yet)",
             host(CURRENT_CONFIG)
@@ -192,6 +204,13 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
             }
             if s.desired.is_none() {
                 s.desired = Some(rec.desired.name().to_string());
+            }
+            let image = &rec.desired.spec.os_image_url;
+            if s.desired_image.is_none()
+                && !image.is_empty()
+                && *image != rec.current.spec.os_image_url
+            {
+                s.desired_image = Some(image.clone());
             }
             s.pending = Some(pending(&rec, boot.ok().as_deref()));
             if rec.lock_held {

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use machine_config::mco::annotations::{
-    CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, LAST_APPLIED_DRAIN,
-    POST_CONFIG_ACTION, REASON, SINGLE_REPLICA, STATE,
+    CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN,
+    DESIRED_IMAGE, LAST_APPLIED_DRAIN, POST_CONFIG_ACTION, REASON, SINGLE_REPLICA, STATE,
 };
 use machine_config::mco::{NodeState, UnknownState};
 use serde_json::{Map, Value, json};
@@ -24,6 +24,24 @@ pub fn truncate_reason(reason: &str) -> &str {
 /// `drain-<config>` or `uncordon-<config>`.
 pub fn drain_request(verb: &str, config: &str) -> String {
     format!("{verb}-{config}")
+}
+
+/// What the node is asked to run: its `desiredConfig` and, in an image-mode pool, its
+/// `desiredImage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredTarget {
+    pub config: String,
+    pub image: Option<String>,
+}
+
+impl DesiredTarget {
+    /// A config with no layered image.
+    pub fn config(config: &str) -> Self {
+        DesiredTarget {
+            config: config.to_string(),
+            image: None,
+        }
+    }
 }
 
 /// The protocol's annotations as read from a Node.
@@ -53,6 +71,24 @@ impl NodeAnnotations {
 
     pub fn desired_config(&self) -> Option<&str> {
         self.non_empty(DESIRED_CONFIG)
+    }
+
+    /// The layered image the node runs (image-mode pools; empty is absent, as the MCD reads it).
+    pub fn current_image(&self) -> Option<&str> {
+        self.non_empty(CURRENT_IMAGE)
+    }
+
+    /// The layered image the node is asked to run (image-mode pools).
+    pub fn desired_image(&self) -> Option<&str> {
+        self.non_empty(DESIRED_IMAGE)
+    }
+
+    /// `desiredConfig` with `desiredImage`; `None` while there is no `desiredConfig`.
+    pub fn desired_target(&self) -> Option<DesiredTarget> {
+        Some(DesiredTarget {
+            config: self.desired_config()?.to_string(),
+            image: self.desired_image().map(str::to_string),
+        })
     }
 
     /// The state; absent or empty is `Done`, as the MCD reads it (the MCS once did not write
@@ -134,6 +170,23 @@ mod tests {
         assert_eq!(a.state(), Err(UnknownState("Bogus".into())));
         assert_eq!(a.current_config(), None);
         assert_eq!(a.desired_config(), Some("rendered-worker-1"));
+        assert_eq!(
+            a.desired_target(),
+            Some(DesiredTarget::config("rendered-worker-1"))
+        );
+        let mut all = a.all.clone();
+        all.insert(
+            DESIRED_IMAGE.to_string(),
+            "registry.example/os@sha256:1".into(),
+        );
+        all.insert(CURRENT_IMAGE.to_string(), String::new());
+        let a = NodeAnnotations::new(all);
+        assert_eq!(a.desired_image(), Some("registry.example/os@sha256:1"));
+        assert_eq!(a.current_image(), None);
+        assert_eq!(
+            a.desired_target().and_then(|t| t.image).as_deref(),
+            Some("registry.example/os@sha256:1")
+        );
     }
 
     #[test]

@@ -9,15 +9,15 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
-    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
-    UNCORDON_VERB,
+    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE, DRAIN_VERB, LAST_APPLIED_DRAIN,
+    REASON, STATE, UNCORDON_VERB,
 };
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::NodeApi;
-use super::annotations::{NodeAnnotations, drain_request, truncate_reason};
+use super::annotations::{DesiredTarget, NodeAnnotations, drain_request, truncate_reason};
 use super::error::ClusterError;
 use super::error::DrainError;
 
@@ -46,7 +46,7 @@ struct State {
 pub struct FakeNodeApi {
     node: String,
     state: Mutex<State>,
-    desired: watch::Sender<Option<String>>,
+    desired: watch::Sender<Option<DesiredTarget>>,
     machine_configuration: watch::Sender<Option<MachineConfiguration>>,
 }
 
@@ -87,12 +87,29 @@ impl FakeNodeApi {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What the node controller does: sets `desiredConfig`.
+    /// What the node controller does: sets `desiredConfig` (outside image mode: no
+    /// `desiredImage`).
     pub fn set_desired(&self, config: &str) {
-        self.lock()
-            .annotations
-            .insert(DESIRED_CONFIG.into(), config.into());
-        self.desired.send_replace(Some(config.to_string()));
+        self.set_desired_image(config, None);
+    }
+
+    /// What the node controller does in an image-mode pool: sets `desiredConfig` and
+    /// `desiredImage` together (`None`: the pool left image mode, `desiredImage` is removed).
+    pub fn set_desired_image(&self, config: &str, image: Option<&str>) {
+        {
+            let mut state = self.lock();
+            state
+                .annotations
+                .insert(DESIRED_CONFIG.into(), config.into());
+            match image {
+                Some(i) => state.annotations.insert(DESIRED_IMAGE.into(), i.into()),
+                None => state.annotations.remove(DESIRED_IMAGE),
+            };
+        }
+        self.desired.send_replace(Some(DesiredTarget {
+            config: config.to_string(),
+            image: image.map(str::to_string),
+        }));
     }
 
     pub fn annotation(&self, key: &str) -> Option<String> {
@@ -229,17 +246,17 @@ impl NodeApi for FakeNodeApi {
         ])
     }
 
-    fn desired(&self) -> BoxStream<'static, String> {
+    fn desired(&self) -> BoxStream<'static, DesiredTarget> {
         let receiver = self.desired.subscribe();
         futures::stream::unfold(
-            (receiver, None::<String>, true),
+            (receiver, None::<DesiredTarget>, true),
             |(mut rx, last, first)| async move {
                 loop {
                     if !first || rx.borrow().is_none() {
                         rx.changed().await.ok()?;
                     }
                     let value = rx.borrow_and_update().clone();
-                    if let Some(value) = value.filter(|v| last.as_deref() != Some(v.as_str())) {
+                    if let Some(value) = value.filter(|v| last.as_ref() != Some(v)) {
                         return Some((value.clone(), (rx, Some(value), false)));
                     }
                 }
@@ -385,10 +402,28 @@ mod tests {
         let fake = FakeNodeApi::new("n1");
         let mut desired = fake.desired();
         fake.set_desired("rendered-worker-1");
-        assert_eq!(desired.next().await.as_deref(), Some("rendered-worker-1"));
+        assert_eq!(
+            desired.next().await,
+            Some(DesiredTarget::config("rendered-worker-1"))
+        );
         fake.set_desired("rendered-worker-1");
         fake.set_desired("rendered-worker-2");
-        assert_eq!(desired.next().await.as_deref(), Some("rendered-worker-2"));
+        assert_eq!(
+            desired.next().await,
+            Some(DesiredTarget::config("rendered-worker-2"))
+        );
+        // An image alone is a new target.
+        fake.set_desired_image("rendered-worker-2", Some("registry.example/os@sha256:1"));
+        assert_eq!(
+            desired.next().await.and_then(|t| t.image).as_deref(),
+            Some("registry.example/os@sha256:1")
+        );
+        fake.set_desired("rendered-worker-2");
+        assert_eq!(
+            desired.next().await,
+            Some(DesiredTarget::config("rendered-worker-2"))
+        );
+        assert_eq!(fake.annotation(DESIRED_IMAGE), None);
 
         fake.report(NodeState::Working, "").await.unwrap();
         fake.drain("rendered-worker-2").await.unwrap();

@@ -15,14 +15,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use machine_config::machineconfiguration::CLUSTER_NAME;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
-    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE,
-    UNCORDON_VERB,
+    CURRENT_CONFIG, DESIRED_DRAIN, DRAIN_VERB, LAST_APPLIED_DRAIN, REASON, STATE, UNCORDON_VERB,
 };
 use machine_config::mco::events::reason;
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use tracing::{info, warn};
 
-use super::annotations::{self, NodeAnnotations, drain_request, truncate_reason};
+use super::annotations::{self, DesiredTarget, NodeAnnotations, drain_request, truncate_reason};
 use super::client::client_from_kubeconfig;
 use super::drain::Drainer;
 use super::error::ClusterError;
@@ -269,7 +268,7 @@ impl NodeApi for KubeNodeApi {
         }
     }
 
-    fn desired(&self) -> BoxStream<'static, String> {
+    fn desired(&self) -> BoxStream<'static, DesiredTarget> {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
         let node = self.node.clone();
         watcher(self.nodes.clone(), config)
@@ -277,11 +276,8 @@ impl NodeApi for KubeNodeApi {
             .applied_objects()
             .filter_map(move |event| {
                 let value = match event {
-                    Ok(n) => n
-                        .metadata
-                        .annotations
-                        .and_then(|mut a| a.remove(DESIRED_CONFIG))
-                        .filter(|v| !v.is_empty()),
+                    Ok(n) => NodeAnnotations::new(n.metadata.annotations.unwrap_or_default())
+                        .desired_target(),
                     Err(e) => {
                         warn!(node = %node, error = %e, "watching the node failed; the watch restarts");
                         None
@@ -289,8 +285,8 @@ impl NodeApi for KubeNodeApi {
                 };
                 futures::future::ready(value)
             })
-            .scan(None::<String>, |last, value| {
-                let changed = last.as_deref() != Some(value.as_str());
+            .scan(None::<DesiredTarget>, |last, value| {
+                let changed = last.as_ref() != Some(&value);
                 *last = Some(value.clone());
                 futures::future::ready(Some(changed.then_some(value)))
             })

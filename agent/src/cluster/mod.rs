@@ -40,7 +40,7 @@ use machine_config::mco::events::DEFAULT_EVENT_NAMESPACE;
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use serde_json::Value;
 
-pub use annotations::NodeAnnotations;
+pub use annotations::{DesiredTarget, NodeAnnotations};
 pub use client::{KUBELET_KUBECONFIG, client_from_kubeconfig, node_name};
 pub use drain::{DrainOptions, DrainReport, Drainer};
 pub use error::{BlockedPod, Blocker, ClusterError, DrainError};
@@ -118,9 +118,9 @@ pub trait NodeApi: Send + Sync {
     /// Makes the node schedulable after `config` is applied (event `Uncordon`).
     async fn uncordon(&self, config: &str) -> Result<(), ClusterError>;
 
-    /// `desiredConfig` now and whenever it changes (consecutive repeats dropped). Never ends;
-    /// a broken watch is re-established with backoff.
-    fn desired(&self) -> BoxStream<'static, String>;
+    /// `desiredConfig` (with `desiredImage`) now and whenever either changes (consecutive
+    /// repeats dropped). Never ends; a broken watch is re-established with backoff.
+    fn desired(&self) -> BoxStream<'static, DesiredTarget>;
 
     /// Records an Event on the node with one of the MCD's reasons ([`machine_config::mco::events::reason`]).
     async fn event(&self, reason: &str, message: &str) -> Result<(), ClusterError>;

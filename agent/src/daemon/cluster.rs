@@ -13,7 +13,10 @@ use anyhow::{Result, bail};
 use async_trait::async_trait;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING};
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_IMAGE, POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING,
+    REASON, STATE,
+};
 use machine_config::mco::node_conditions::Progress;
 use tokio::sync::mpsc;
 
@@ -25,7 +28,7 @@ use crate::engine::ClusterReport;
 #[derive(Debug)]
 enum Write {
     Report(NodeState, String),
-    SetDone(String),
+    SetDone(String, Option<String>),
     Event(String, String),
     PostConfigAction(&'static str),
     Progress(Progress),
@@ -48,7 +51,11 @@ impl NodeReport {
             while let Some(w) = queue.recv().await {
                 let result = match &w {
                     Write::Report(state, reason) => writer.report(*state, reason).await,
-                    Write::SetDone(config) => writer.set_current(config).await,
+                    Write::SetDone(config, image) => {
+                        writer
+                            .set_annotations(&set_done(config, image.as_deref()))
+                            .await
+                    }
                     Write::Event(reason, message) => writer.event(reason, message).await,
                     Write::PostConfigAction(value) => {
                         writer
@@ -80,8 +87,11 @@ impl ClusterReport for NodeReport {
         self.queue(Write::Report(state, reason.to_string()))
     }
 
-    async fn set_done(&self, config: &str) -> Result<()> {
-        self.queue(Write::SetDone(config.to_string()))
+    async fn set_done(&self, config: &str, image: Option<&str>) -> Result<()> {
+        self.queue(Write::SetDone(
+            config.to_string(),
+            image.map(str::to_string),
+        ))
     }
 
     async fn event(&self, reason: &str, message: &str) -> Result<()> {
@@ -114,6 +124,22 @@ impl ClusterReport for NodeReport {
     }
 }
 
+/// The MCD's `SetDone` in one write: `currentConfig`, `state=Done`, `reason=""`; with a
+/// layered image `currentImage` set, without one `currentImage` and `desiredImage` removed (the
+/// pool left image mode, or never was in it).
+fn set_done<'a>(config: &'a str, image: Option<&'a str>) -> Vec<(&'static str, Option<&'a str>)> {
+    let mut changes = vec![
+        (CURRENT_CONFIG, Some(config)),
+        (STATE, Some(NodeState::Done.as_str())),
+        (REASON, Some("")),
+    ];
+    match image {
+        Some(image) => changes.push((CURRENT_IMAGE, Some(image))),
+        None => changes.extend([(CURRENT_IMAGE, None), (DESIRED_IMAGE, None)]),
+    }
+    changes
+}
+
 /// Rendered configs by name from the API server, as the MCD reads them.
 pub struct ApiSource {
     pub api: Arc<dyn NodeApi>,
@@ -139,7 +165,30 @@ mod tests {
     use crate::cluster::FakeNodeApi;
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
-    use machine_config::mco::annotations::{CURRENT_CONFIG, REASON, STATE};
+
+    /// SetDone in image mode writes currentImage; out of it, removes both image annotations.
+    #[tokio::test]
+    async fn set_done_writes_or_removes_the_image_annotations() {
+        use machine_config::mco::annotations::{CURRENT_IMAGE, DESIRED_IMAGE};
+        let api = FakeNodeApi::new("node-0");
+        let image = "registry.example/os@sha256:2";
+        api.set_desired_image("rendered-a", Some(image));
+        api.set_annotations(&set_done("rendered-a", Some(image)))
+            .await
+            .unwrap();
+        assert_eq!(api.annotation(CURRENT_IMAGE).as_deref(), Some(image));
+        assert_eq!(api.annotation(DESIRED_IMAGE).as_deref(), Some(image));
+        assert_eq!(api.annotation(STATE).as_deref(), Some("Done"));
+        api.set_annotations(&set_done("rendered-a", None))
+            .await
+            .unwrap();
+        assert_eq!(api.annotation(CURRENT_IMAGE), None);
+        assert_eq!(api.annotation(DESIRED_IMAGE), None);
+        assert_eq!(
+            api.annotation(CURRENT_CONFIG).as_deref(),
+            Some("rendered-a")
+        );
+    }
 
     /// The daemon over the fake Node API: configs by name from the API, state on the Node.
     #[tokio::test]

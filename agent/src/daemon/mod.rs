@@ -31,6 +31,8 @@ pub mod startup;
 mod sync;
 
 #[cfg(test)]
+mod image_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::collections::BTreeSet;
@@ -46,6 +48,7 @@ use startup::Started;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::cluster::DesiredTarget;
 use crate::engine::Engine;
 
 /// How often the force file is looked for.
@@ -63,8 +66,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(30);
 pub enum DesiredFeed {
     /// Standalone: ask the source every interval.
     Poll(Duration),
-    /// A cluster: the node's `desiredConfig`, now and on every change.
-    Cluster(BoxStream<'static, String>),
+    /// A cluster: the node's `desiredConfig` (with `desiredImage` in an image-mode pool), now
+    /// and on every change.
+    Cluster(BoxStream<'static, DesiredTarget>),
 }
 
 /// Why the loop is idle.
@@ -88,6 +92,8 @@ pub struct Daemon {
     retry_at: Option<Instant>,
     /// The last `desiredConfig` announced (cluster mode).
     desired_name: Option<String>,
+    /// The last `desiredImage` announced with it (image-mode pools; cluster mode).
+    desired_image: Option<String>,
     /// A desired config found unreconcilable: not retried until the desired config changes.
     unreconcilable: Option<String>,
     parked: Option<Parked>,
@@ -114,6 +120,7 @@ impl Daemon {
             backoff: Backoff::new(),
             retry_at: None,
             desired_name: None,
+            desired_image: None,
             unreconcilable: None,
             parked: None,
             annotated_current: None,
@@ -210,13 +217,18 @@ impl Daemon {
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
                     self.watched_sync(false).await;
                 }
-                name = next_desired(&mut self.feed) => {
-                    let Some(name) = name else { break };
+                target = next_desired(&mut self.feed) => {
+                    let Some(DesiredTarget { config: name, image }) = target else { break };
                     if self.desired_name.as_deref() != Some(name.as_str()) {
                         tracing::info!(desired = name, "desiredConfig changed");
                         self.backoff.reset();
                     }
+                    if self.desired_image != image {
+                        tracing::info!(desired_image = image.as_deref().unwrap_or(""), "desiredImage changed");
+                        self.backoff.reset();
+                    }
                     self.desired_name = Some(name);
+                    self.desired_image = image;
                     self.watched_sync(false).await;
                 }
                 _ = sleep_until(retry_at), if retry_at.is_some() => {
@@ -258,7 +270,7 @@ impl Daemon {
     }
 }
 
-async fn next_desired(feed: &mut DesiredFeed) -> Option<String> {
+async fn next_desired(feed: &mut DesiredFeed) -> Option<DesiredTarget> {
     match feed {
         DesiredFeed::Cluster(stream) => stream.next().await,
         DesiredFeed::Poll(_) => std::future::pending().await,

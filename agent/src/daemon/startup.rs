@@ -8,9 +8,12 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::CURRENT_CONFIG as CURRENT_KEY;
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG as CURRENT_KEY, CURRENT_IMAGE as CURRENT_IMAGE_KEY,
+};
 use machine_config::mco::events::reason;
 use machine_config::mco::node_conditions::Progress;
+use machine_config::mco::image::{embed_image, layered_image};
 use machine_config::mco::paths::{
     FORCE_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT as PROVISIONED_CONTENT,
 };
@@ -88,7 +91,9 @@ pub async fn seed_current(
                 config = name,
                 "seeding the current config from {NODE_ANNOTATIONS}"
             );
-            Some(mc)
+            // A node provisioned into an image-mode pool runs its pool's layered image.
+            let image = map.get(CURRENT_IMAGE_KEY).map(String::as_str);
+            Some(embed_image(&mc, image))
         }
         None => match annotated {
             Some(name) if provisioned.as_ref().is_none_or(|p| p.name() != name) => {
@@ -150,7 +155,8 @@ pub async fn validate_current(engine: &Engine) -> Result<bool> {
         .await;
     if v.is_ok() {
         tracing::info!(config = name, "Validated on-disk state");
-        engine.reporter().done(engine.root(), &name).await;
+        let image = layered_image(&current.machine_config);
+        engine.reporter().done(engine.root(), &name, image).await;
         let resumed = Progress::Resumed {
             config: name,
             applying: false,

@@ -7,6 +7,7 @@ use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::reason;
 use machine_config::mco::node_conditions::Progress;
+use machine_config::mco::image::{embed_image, layered_image};
 
 use super::{Daemon, Parked, drift};
 use crate::engine::Outcome;
@@ -27,15 +28,21 @@ impl Daemon {
         }
         let name = self.desired_name.clone();
         let desired = match self.source.fetch(name.as_deref()).await {
-            Ok(mc) => mc,
+            // In an image-mode pool the node runs the pool's image: it travels in the config,
+            // so an image change is an OS change of the update (the MCD's embedding).
+            Ok(mc) => embed_image(&mc, self.desired_image.as_deref()),
             Err(e) => return self.fetch_failed(name.as_deref(), e).await,
         };
         // What the node should be in, for `status`, also while it is in it already.
-        if self.engine.reporter().status().desired.as_deref() != Some(desired.name()) {
+        let status = self.engine.reporter().status();
+        if status.desired.as_deref() != Some(desired.name())
+            || status.desired_image != self.desired_image
+        {
             self.engine
                 .reporter()
                 .update_status(self.engine.root(), |s| {
-                    s.desired = Some(desired.name().to_string())
+                    s.desired = Some(desired.name().to_string());
+                    s.desired_image = self.desired_image.clone();
                 });
         }
         let current = match input::read_current(self.engine.root()) {
@@ -102,6 +109,8 @@ impl Daemon {
                 tracing::info!(
                     current = c.machine_config.name(),
                     desired = desired.name(),
+                    current_image = layered_image(&c.machine_config).unwrap_or(""),
+                    desired_image = layered_image(&desired).unwrap_or(""),
                     "update needed"
                 );
             }
@@ -197,7 +206,11 @@ impl Daemon {
         if let Err(e) = self.engine.reporter().cluster().uncordon(name).await {
             return self.failed(format!("failed to uncordon node: {e:#}")).await;
         }
-        self.engine.reporter().done(self.engine.root(), name).await;
+        let image = layered_image(&current.machine_config);
+        self.engine
+            .reporter()
+            .done(self.engine.root(), name, image)
+            .await;
         self.backoff.reset();
         if self.drift.is_none() {
             self.restart_drift_monitor().await;
@@ -323,7 +336,8 @@ impl Daemon {
     }
 }
 
-/// Whether two configs are the same rendered config.
+/// Whether two configs are the same rendered config with the same layered image (the MCD's
+/// "no update needed": desiredConfig is currentConfig and desiredImage is currentImage).
 fn same_config(a: &MachineConfig, b: &MachineConfig) -> bool {
-    a.name() == b.name() && a.spec == b.spec
+    a.name() == b.name() && a.spec == b.spec && layered_image(a) == layered_image(b)
 }

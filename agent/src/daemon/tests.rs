@@ -16,14 +16,14 @@ use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, mc};
 
 /// Serves configs by name (or `serving` when asked for whatever it serves); can be down.
 #[derive(Default)]
-struct FakeSource {
+pub(super) struct FakeSource {
     configs: Mutex<BTreeMap<String, MachineConfig>>,
     serving: Mutex<Option<String>>,
     down: Mutex<Option<String>>,
 }
 
 impl FakeSource {
-    fn add(&self, mc: &MachineConfig) {
+    pub(super) fn add(&self, mc: &MachineConfig) {
         self.configs
             .lock()
             .unwrap()
@@ -128,8 +128,8 @@ impl DaemonHarness {
     }
 }
 
-async fn daemon(node: &Node, source: Arc<FakeSource>) -> Daemon {
-    let (_tx, rx) = futures::channel::mpsc::unbounded::<String>();
+pub(super) async fn daemon(node: &Node, source: Arc<FakeSource>) -> Daemon {
+    let (_tx, rx) = futures::channel::mpsc::unbounded::<crate::cluster::DesiredTarget>();
     let mut d = Daemon::new(node.engine(), source, DesiredFeed::Cluster(Box::pin(rx)));
     d.start().await.unwrap();
     d

@@ -24,6 +24,8 @@ pub enum ClusterCall {
 struct Inner {
     calls: Vec<ClusterCall>,
     progress: Vec<Progress>,
+    /// The layered image of each `SetDone`, in order.
+    done_images: Vec<Option<String>>,
     fail_drain: Option<String>,
     fail_uncordon: Option<String>,
 }
@@ -46,6 +48,11 @@ impl FakeCluster {
     /// Every call so far.
     pub fn calls(&self) -> Vec<ClusterCall> {
         self.lock().calls.clone()
+    }
+
+    /// The layered image each `SetDone` reported (`None`: not in image mode), in order.
+    pub fn done_images(&self) -> Vec<Option<String>> {
+        self.lock().done_images.clone()
     }
 
     /// The event reasons so far, in order.
@@ -95,7 +102,8 @@ impl ClusterReport for FakeCluster {
         Ok(())
     }
 
-    async fn set_done(&self, config: &str) -> Result<()> {
+    async fn set_done(&self, config: &str, image: Option<&str>) -> Result<()> {
+        self.lock().done_images.push(image.map(str::to_string));
         self.push(ClusterCall::SetDone(config.to_string()));
         Ok(())
     }

@@ -6,6 +6,7 @@
 
 use anyhow::{Context, Result};
 use machine_config::mco::events::reason;
+use machine_config::mco::image::{layered_image, pinned_by_digest};
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, kargs};
 
@@ -32,11 +33,13 @@ pub(crate) fn plan_changes_os(plan: &Plan) -> bool {
 pub(crate) async fn report_staged(
     reporter: &Reporter,
     plan: &Plan,
+    rebased: bool,
     old: &MachineConfig,
     new: &MachineConfig,
 ) {
     let image = &new.spec.os_image_url;
-    let (reason, message) = if plan.os_update {
+    // (an image the node boots already, pivoted by hand, is not applied again: skipped)
+    let (reason, message) = if plan.os_update && rebased {
         (
             reason::OS_UPGRADE_APPLIED,
             format!(
@@ -102,14 +105,35 @@ pub async fn running(os: &dyn OsUpdater) -> Result<Deployment> {
         .context("rpm-ostree reports no deployment")
 }
 
-/// Stages the OS changes of `plan` (from `old` to `new`); returns what was done.
+/// What staging did.
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    /// Each change, described.
+    pub done: Vec<String>,
+    /// The image rebased to (`None`: no rebase was needed, or the plan changes no image).
+    pub rebased: Option<String>,
+}
+
+/// Stages the OS changes of `plan` (from `old` to `new`); returns what was done. The caller
+/// arranges the pull secret for the image, if it needs one.
 pub async fn stage(
     os: &dyn OsUpdater,
     plan: &Plan,
     old: &MachineConfig,
     new: &MachineConfig,
 ) -> Result<Vec<String>> {
+    Ok(stage_changes(os, plan, old, new).await?.done)
+}
+
+/// [`stage`], saying whether the image was rebased.
+pub(crate) async fn stage_changes(
+    os: &dyn OsUpdater,
+    plan: &Plan,
+    old: &MachineConfig,
+    new: &MachineConfig,
+) -> Result<Staged> {
     let mut done = Vec::new();
+    let mut rebased = None;
     if let Some(t) = os
         .resume()
         .await
@@ -133,12 +157,19 @@ pub async fn stage(
     let image = &new.spec.os_image_url;
     if plan.os_update && !image.is_empty() {
         if booted.image_url().as_deref() == Some(image.as_str()) {
-            tracing::info!(image = %image, "Already in desired image");
+            tracing::info!(image = %image, "Already in desired image {image}");
         } else {
+            if layered_image(new).is_some() {
+                tracing::info!(image = %image, "Updating OS to layered image {image:?}");
+            }
+            if !pinned_by_digest(image) {
+                tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
+            }
             os.rebase(&OsImage::Registry(image.clone()))
                 .await
                 .with_context(|| format!("rebasing to {image}"))?;
             done.push(format!("rebased to {image}"));
+            rebased = Some(image.clone());
         }
     }
     failpoint("engine::os-rebased")?;
@@ -176,7 +207,7 @@ pub async fn stage(
         changes = done.join("; "),
         "OS changes staged"
     );
-    Ok(done)
+    Ok(Staged { done, rebased })
 }
 
 /// Removes staged/pending deployments (the rollback of [`stage`]).

@@ -25,8 +25,9 @@ pub const STATUS_FILE: &str = "/run/mco-agent/status.json";
 pub trait ClusterReport: Send + Sync {
     /// Sets `state` and `reason`.
     async fn report(&self, state: NodeState, reason: &str) -> Result<()>;
-    /// The MCD's `SetDone`: `currentConfig=config`, `state=Done`, `reason=""`.
-    async fn set_done(&self, config: &str) -> Result<()>;
+    /// The MCD's `SetDone`: `currentConfig=config`, `state=Done`, `reason=""`; in an
+    /// image-mode pool `currentImage=image`, else `currentImage` and `desiredImage` removed.
+    async fn set_done(&self, config: &str, image: Option<&str>) -> Result<()>;
     /// Records an event on the Node with one of the MCD's reasons.
     async fn event(&self, reason: &str, message: &str) -> Result<()>;
     /// Cordons and drains the node before applying `config`.
@@ -58,7 +59,7 @@ impl ClusterReport for NoCluster {
     async fn report(&self, _state: NodeState, _reason: &str) -> Result<()> {
         Ok(())
     }
-    async fn set_done(&self, _config: &str) -> Result<()> {
+    async fn set_done(&self, _config: &str, _image: Option<&str>) -> Result<()> {
         Ok(())
     }
     async fn event(&self, _reason: &str, _message: &str) -> Result<()> {
@@ -94,6 +95,12 @@ pub struct LastUpdate {
 pub struct Status {
     pub current: Option<String>,
     pub desired: Option<String>,
+    /// The layered OS image the node is in (image-mode pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_image: Option<String>,
+    /// The layered OS image the node is asked to run (image-mode pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_image: Option<String>,
     pub state: NodeState,
     pub reason: String,
     /// The step of the update in progress (see `engine::record::Step`).
@@ -232,8 +239,9 @@ impl Reporter {
         self.observe(&Observation::Step(step));
     }
 
-    /// The node is in `config`: status Done, `SetDone` on the cluster.
-    pub async fn done(&self, root: &Root, config: &str) {
+    /// The node is in `config` (and the layered `image`, in an image-mode pool): status Done,
+    /// `SetDone` on the cluster.
+    pub async fn done(&self, root: &Root, config: &str, image: Option<&str>) {
         let before = self.status();
         if before.state != NodeState::Done || before.current.as_deref() != Some(config) {
             tracing::info!(
@@ -248,6 +256,7 @@ impl Reporter {
             s.state = NodeState::Done;
             s.reason.clear();
             s.current = Some(config.to_string());
+            s.current_image = image.map(str::to_string);
             s.pending_step = None;
             s.needs_reboot = false;
         });
@@ -257,7 +266,7 @@ impl Reporter {
             reason: "",
             config: Some(config),
         });
-        if let Err(e) = self.cluster.set_done(config).await {
+        if let Err(e) = self.cluster.set_done(config, image).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report Done to the cluster");
         }
     }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use machine_config::Config;
 use machine_config::mco::events::reason;
 use machine_config::mco::node_conditions::Progress;
+use machine_config::mco::image::layered_image;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::policy::ActivePolicy;
@@ -18,6 +19,7 @@ use crate::apply::{ApplyOptions, apply};
 use crate::failpoints::failpoint;
 use crate::hooks::Phase;
 use crate::input;
+use crate::os::arrange_pull_secret;
 use crate::units::{OfflineUnits, UnitEnablement};
 
 /// What an update needs besides its record: recomputed from the record on every run, so a
@@ -232,7 +234,7 @@ impl Engine {
         }
     }
 
-    async fn stage_os(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
+    async fn stage_os(&self, rec: &mut UpdateRecord, ctx: &mut Ctx) -> Result<()> {
         let os = self.seams.os.as_ref().with_context(|| {
             format!(
                 "the update changes the OS, but rpm-ostree is not available: {}",
@@ -245,10 +247,20 @@ impl Engine {
                 &format!("Changing the OS for config {}", rec.desired.name()),
             )
             .await;
-        let done = os::stage(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
-        tracing::info!(changes = done.join("; "), "Changes to OS staged");
-        os::report_staged(&self.reporter, &ctx.plan, &rec.current, &rec.desired).await;
-        ctx.report.os_changes = done;
+        if ctx.plan.os_update && !rec.desired.spec.os_image_url.is_empty() {
+            // rpm-ostree pulls the image with the cluster's credentials.
+            arrange_pull_secret(&self.root).context("arranging the OS image pull secret")?;
+        }
+        let staged = os::stage_changes(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
+        tracing::info!(changes = staged.done.join("; "), "Changes to OS staged");
+        let rebased = staged.rebased.is_some();
+        os::report_staged(&self.reporter, &ctx.plan, rebased, &rec.current, &rec.desired).await;
+        if staged.done.is_empty() {
+            // Nothing was staged (the node already runs the OS asked for, e.g. pivoted by
+            // hand): booting the same deployment after the reboot is not a lost staged one.
+            rec.os_base = None;
+        }
+        ctx.report.os_changes = staged.done;
         failpoint("engine::os-done")
     }
 
@@ -414,7 +426,9 @@ impl Engine {
             last.ended_ms = Some(ended);
             last.duration_ms = Some(ended.saturating_sub(rec.started_ms));
         });
-        self.reporter.done(&self.root, name).await;
+        self.reporter
+            .done(&self.root, name, layered_image(&rec.desired))
+            .await;
         Outcome::Done
     }
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
 use machine_config::ignition_json::parse_json_document;
-use machine_config::mco::paths::{CURRENT_CONFIG, SERVED_CONTENT};
+use machine_config::mco::image::{embed_image, extract_image};
+use machine_config::mco::paths::{CURRENT_CONFIG, CURRENT_IMAGE, SERVED_CONTENT};
 use machine_config::{
     Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
 };
@@ -174,7 +175,9 @@ fn name_for(path: &Path) -> String {
         .unwrap_or_else(|| "ignition".to_string())
 }
 
-/// The MachineConfig recorded in `root`, or `None` if nothing was applied yet.
+/// The MachineConfig recorded in `root`, or `None` if nothing was applied yet. In an
+/// image-mode pool the layered image recorded in `currentimage` is embedded in it
+/// ([`machine_config::mco::image`]), as the MCD reads its on-disk config.
 pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let path = Path::new(CURRENT_CONFIG);
     let Some(bytes) = root.read(path)? else {
@@ -187,8 +190,9 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let (mc, parsed) = MachineConfig::from_document(value, sources)
         .with_context(|| root.host_path(path).display().to_string())?;
     let ignition = parsed.config;
+    let image = read_current_image(root)?;
     Ok(Some(LoadedConfig {
-        machine_config: mc,
+        machine_config: embed_image(&mc, image.as_deref()),
         ignition,
         field_prefix: "$.spec.config",
     }))
@@ -199,12 +203,36 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
 /// is tightened by the next write (a new file renamed over it).
 const CURRENT_CONFIG_MODE: u32 = 0o600;
 
-/// Records `mc` as the applied config (compact JSON, atomic, mode 0600).
+/// The layered image recorded in `currentimage` (`None`: missing or empty, not in image mode).
+pub fn read_current_image(root: &Root) -> Result<Option<String>> {
+    let Some(bytes) = root.read(Path::new(CURRENT_IMAGE))? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes).with_context(|| {
+        format!(
+            "{}: not UTF-8",
+            root.host_path(Path::new(CURRENT_IMAGE)).display()
+        )
+    })?;
+    Ok(Some(text.trim().to_string()).filter(|i| !i.is_empty()))
+}
+
+/// Records `mc` as the applied config (compact JSON, atomic, mode 0600), and the layered image
+/// it carries in `currentimage` (empty when none), as the MCD records both: `currentconfig`
+/// holds the rendered config as the cluster has it.
 pub fn write_current(root: &Root, mc: &MachineConfig) -> Result<()> {
+    let (rendered, image) = extract_image(mc);
     root.write_atomic_json(
         Path::new(CURRENT_CONFIG),
-        mc,
+        &rendered,
         CURRENT_CONFIG_MODE,
+        Owner::ROOT,
+    )?;
+    // Written whether or not there is an image, so leaving image mode clears it.
+    root.write_atomic(
+        Path::new(CURRENT_IMAGE),
+        image.unwrap_or_default().as_bytes(),
+        0o644,
         Owner::ROOT,
     )?;
     Ok(())
@@ -234,6 +262,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("$: neither a MachineConfig"), "{e}");
+    }
+
+    #[test]
+    fn the_layered_image_is_recorded_beside_the_rendered_config() {
+        use machine_config::mco::image::layered_image;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let rendered = MachineConfig::new(
+            "rendered-a",
+            MachineConfigSpec {
+                os_image_url: "quay.io/base@sha256:1".into(),
+                ..MachineConfigSpec::default()
+            },
+        );
+        let layered = embed_image(&rendered, Some("registry.example/ocl@sha256:2"));
+        write_current(&root, &layered).unwrap();
+        let on_disk = |p: &str| std::fs::read_to_string(root.host_path(Path::new(p))).unwrap();
+        assert_eq!(on_disk(CURRENT_IMAGE), "registry.example/ocl@sha256:2");
+        let recorded: serde_json::Value = serde_json::from_str(&on_disk(CURRENT_CONFIG)).unwrap();
+        assert_eq!(recorded["spec"]["osImageURL"], "quay.io/base@sha256:1");
+        assert!(
+            recorded["metadata"].get("annotations").is_none(),
+            "{recorded}"
+        );
+        let back = read_current(&root).unwrap().unwrap().machine_config;
+        assert_eq!(back, layered);
+        // Leaving image mode empties currentimage; the MCD's trailing newline is tolerated.
+        write_current(&root, &rendered).unwrap();
+        assert_eq!(on_disk(CURRENT_IMAGE), "");
+        assert_eq!(
+            layered_image(&read_current(&root).unwrap().unwrap().machine_config),
+            None
+        );
+        std::fs::write(
+            root.host_path(Path::new(CURRENT_IMAGE)),
+            "registry.example/x@sha256:3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read_current_image(&root).unwrap().as_deref(),
+            Some("registry.example/x@sha256:3")
+        );
     }
 
     #[test]

@@ -115,6 +115,17 @@ impl FakeOsUpdater {
         self.lock().reboots_requested
     }
 
+    /// Test setup: the node boots `image` now, as after an earlier rebase and reboot (no call
+    /// is recorded).
+    pub fn boot_image(&self, image: &str) {
+        let mut s = self.lock();
+        for d in s.deployments.iter_mut().filter(|d| d.booted) {
+            d.checksum = checksum_of(image);
+            d.id = format!("{}-{}.{}", d.osname, d.checksum, d.serial);
+            d.container_image_reference = Some(OsImage::Registry(image.into()).refspec());
+        }
+    }
+
     /// Reboots: a staged deployment is finalized and booted, unless its finalization is
     /// locked, in which case ostree discards it. Returns whether a new deployment booted.
     pub fn reboot(&self) -> bool {

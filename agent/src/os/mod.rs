@@ -29,6 +29,7 @@ mod error;
 pub mod fake;
 mod kargs;
 mod packages;
+pub mod pull_secret;
 pub mod sysroot;
 mod types;
 pub mod validate;
@@ -41,6 +42,7 @@ pub use error::{GIO_ERROR_BUSY, OsError};
 pub use fake::{FakeOsUpdater, OsCall};
 pub use kargs::KargsChange;
 pub use packages::PackageChange;
+pub use pull_secret::{PullSecret, arrange_pull_secret};
 pub use sysroot::read_sysroot_async;
 pub use types::{
     BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,

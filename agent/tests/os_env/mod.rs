@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use mco_agent::os::{Backoff, ClientConfig, DbusOsUpdater};
 use mco_test_support::dbus::PrivateBus;
+use mco_test_support::rpmostreed::auth::RegistryAuth;
 use mco_test_support::rpmostreed::{Config, Daemon};
 use mco_test_support::sysroot::{BootedProcess, DeploymentEntry, TestSysroot};
 
@@ -34,6 +35,11 @@ pub struct EnvOptions<'a> {
     /// Run the stand-in in the booted simulation, as this ignored test of the current test
     /// binary (which calls [`booted_standin_main`]).
     pub booted: Option<&'a str>,
+    /// Registries that refuse pulls without credentials in `/run/ostree/auth.json` of
+    /// `auth_root` (the stand-in's `RegistryAuth`).
+    pub auth_required: &'a [&'a str],
+    /// The root of that auth file (default: the sysroot); not with `booted`.
+    pub auth_root: Option<PathBuf>,
 }
 
 impl Default for EnvOptions<'_> {
@@ -42,6 +48,8 @@ impl Default for EnvOptions<'_> {
             kargs: BASE_KARGS,
             txn_delay: Duration::ZERO,
             booted: None,
+            auth_required: &[],
+            auth_root: None,
         }
     }
 }
@@ -64,6 +72,7 @@ pub async fn booted_standin_main() {
         sysroot: PathBuf::from("/"),
         run_dir: var(RUN_DIR_ENV).expect("the stand-in's run directory"),
         image_map: var(IMAGE_MAP_ENV),
+        auth: Default::default(),
         txn_delay: Duration::ZERO,
     })
     .await
@@ -97,6 +106,13 @@ impl Env {
                         sysroot: env.sysroot.path().to_path_buf(),
                         run_dir: env.run_dir.path().join("run"),
                         image_map: Some(env.image_map.clone()),
+                        auth: RegistryAuth {
+                            root: opts
+                                .auth_root
+                                .clone()
+                                .unwrap_or_else(|| env.sysroot.path().to_path_buf()),
+                            required: opts.auth_required.iter().map(|r| r.to_string()).collect(),
+                        },
                         txn_delay: opts.txn_delay,
                     },
                     conn,

@@ -8,7 +8,10 @@
 //!    MachineConfig), writes the rendered config and points `spec.configuration` at it;
 //! 2. renders per-node configs (nodes with MachineConfigs of their own) on top of the pool's;
 //! 3. sets `desiredConfig` on the nodes the rollout step allows (`maxUnavailable`, zone, age;
-//!    none in a paused pool);
+//!    none in a paused pool); in an image-mode pool (a `MachineOSConfig` names it) also
+//!    `desiredImage`, once the pool's rendered config has a succeeded `MachineOSBuild` that is
+//!    the MachineOSConfig's current image ([`machine_config::layering::pool_image`]; until then
+//!    the rollout waits), and removes `desiredImage` from the nodes of a pool that left it;
 //! 4. writes the pool's status (counts and conditions, `RenderDegraded` on render failures).
 //!
 //! Each pass first brings `MachineConfiguration/cluster`'s node disruption status up to date
@@ -25,7 +28,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use machine_config::mco::annotations::DESIRED_CONFIG;
+use machine_config::layering::{MachineOSBuild, MachineOSConfig, PoolImage, pool_image};
+use machine_config::mco::annotations::{DESIRED_CONFIG, DESIRED_IMAGE};
 use machine_config::render::{self, RenderOptions};
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use serde_json::json;
@@ -74,8 +78,22 @@ pub async fn run_with(
         Api::<MachineConfiguration>::all(client.clone()),
         "MachineConfigurations",
     );
+    // A build that finishes (or an admin naming a prebuilt image) rolls out at once.
+    let image_changes = futures::stream::select(
+        changes(
+            Api::<MachineOSConfig>::all(client.clone()),
+            "MachineOSConfigs",
+        ),
+        changes(
+            Api::<MachineOSBuild>::all(client.clone()),
+            "MachineOSBuilds",
+        ),
+    );
     let mut all_changes = futures::stream::select(
-        futures::stream::select(mc_changes.boxed(), policy_changes.boxed()),
+        futures::stream::select(
+            futures::stream::select(mc_changes.boxed(), policy_changes.boxed()),
+            image_changes.boxed(),
+        ),
         futures::stream::select(pool_changes.boxed(), node_changes.boxed()),
     );
     let wake = Arc::new(Notify::new());
@@ -183,12 +201,13 @@ impl Controller {
             .filter(|mc| !is_rendered(mc))
             .map(|mc| (**mc).clone())
             .collect();
+        let layering = self.layering().await?;
         let by_pool = nodes::nodes_by_pool(&nodes, &pools);
         let mut result = Ok(());
         for pool in pools {
             let members = by_pool.get(pool.name()).cloned().unwrap_or_default();
             let name = pool.name().to_string();
-            if let Err(err) = self.sync_pool(pool, &inputs, &members).await {
+            if let Err(err) = self.sync_pool(pool, &inputs, &members, &layering).await {
                 tracing::warn!(pool = %name, "syncing pool failed: {err:#}");
                 result = Err(err);
             }
@@ -201,6 +220,7 @@ impl Controller {
         mut pool: MachineConfigPool,
         inputs: &[MachineConfig],
         members: &[&Node],
+        layering: &(Vec<MachineOSConfig>, Vec<MachineOSBuild>),
     ) -> Result<()> {
         let mut render_errors = Vec::new();
         match self.render_pool(&mut pool, inputs).await {
@@ -243,17 +263,42 @@ impl Controller {
             .copied()
             .filter(|n| !unrenderable.contains(nodes::name(n)))
             .collect();
-        let step = nodes::rollout_step(&pool, &eligible, target);
+        let image = pool_image(&pool, &layering.0, &layering.1);
+        let step = match &image {
+            PoolImage::Waiting(why) => {
+                tracing::info!(pool = %pool.name(), "image mode: waiting for the image of {pool_target}: {why}");
+                Vec::new()
+            }
+            PoolImage::NotLayered => nodes::rollout_step(&pool, &eligible, target),
+            PoolImage::Image(i) => {
+                nodes::rollout_step_with_image(&pool, &eligible, target, Some(i))
+            }
+        };
+        let image = match &image {
+            PoolImage::Image(i) => Some(i.as_str()),
+            _ => None,
+        };
         for (node, config) in &step {
-            self.set_desired(nodes::name(node), config).await?;
+            self.set_desired(nodes::name(node), config, image).await?;
         }
         if !step.is_empty() {
             let names: Vec<&str> = step.iter().map(|(n, _)| nodes::name(n)).collect();
-            tracing::info!(pool = %pool.name(), "targeted {} node(s) to {pool_target}: {}", step.len(), names.join(", "));
+            let to = match image {
+                Some(i) => format!("{pool_target} and image {i}"),
+                None => pool_target.clone(),
+            };
+            tracing::info!(pool = %pool.name(), "targeted {} node(s) to {to}: {}", step.len(), names.join(", "));
         }
 
         let render_error = (!render_errors.is_empty()).then(|| render_errors.join("; "));
-        let status = nodes::pool_status(&pool, members, target, render_error.as_deref(), &now());
+        let status = nodes::pool_status_with_image(
+            &pool,
+            members,
+            target,
+            image,
+            render_error.as_deref(),
+            &now(),
+        );
         if status != pool.status {
             Api::<MachineConfigPool>::all(self.client.clone())
                 .patch_status(
@@ -340,8 +385,32 @@ impl Controller {
         }
     }
 
-    async fn set_desired(&self, node: &str, config: &str) -> Result<()> {
-        let patch = json!({"metadata": {"annotations": {DESIRED_CONFIG: config}}});
+    /// The MachineOSConfigs and MachineOSBuilds, listed fresh; none when the API does not
+    /// serve the types (404: every pool is out of image mode). Any other failure fails the
+    /// pass: taking a layered pool for a plain one would send its nodes off their image.
+    async fn layering(&self) -> Result<(Vec<MachineOSConfig>, Vec<MachineOSBuild>)> {
+        let params = ListParams::default();
+        let not_served = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+        let configs = match Api::<MachineOSConfig>::all(self.client.clone())
+            .list(&params)
+            .await
+        {
+            Ok(list) => list.items,
+            Err(e) if not_served(&e) => return Ok((Vec::new(), Vec::new())),
+            Err(e) => return Err(e).context("listing MachineOSConfigs"),
+        };
+        let builds = Api::<MachineOSBuild>::all(self.client.clone())
+            .list(&params)
+            .await
+            .context("listing MachineOSBuilds")?
+            .items;
+        Ok((configs, builds))
+    }
+
+    /// Sets `desiredConfig`, and `desiredImage` (removed when `None`), in one write.
+    async fn set_desired(&self, node: &str, config: &str, image: Option<&str>) -> Result<()> {
+        let patch =
+            json!({"metadata": {"annotations": {DESIRED_CONFIG: config, DESIRED_IMAGE: image}}});
         Api::<Node>::all(self.client.clone())
             .patch(node, &PatchParams::default(), &Patch::Merge(patch))
             .await

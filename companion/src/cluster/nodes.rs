@@ -2,14 +2,15 @@
 //! `LayeredNodeState`, `getAllCandidateMachines`, `sortNodeList` and `calculateStatus` for
 //! non-layered pools):
 //!
-//! - a node is *done* when `currentConfig == desiredConfig` (both set) and `state == Done`;
+//! - a node is *done* when `currentConfig == desiredConfig` (both set), `currentImage ==
+//!   desiredImage` (both absent outside image mode) and `state == Done`;
 //! - *ready* when no `Ready` condition says other than True, no `DiskPressure` or
 //!   `NetworkUnavailable` condition says other than False, and it is schedulable;
 //! - *failing* when current ≠ desired and the state is `Degraded` or `Unreconcilable`;
 //! - *unavailable* when not ready, or not done and not failing (working, or not started);
 //! - a rollout step targets at most `maxUnavailable − unavailable − failing` ready nodes whose
-//!   desired config is not their target, by zone label then age (oldest first), never in a
-//!   paused pool.
+//!   desired config (or, in an image-mode pool, desired image) is not their target, by zone
+//!   label then age (oldest first), never in a paused pool.
 //!
 //! A node's *target* is its per-node rendered config when it has MachineConfigs of its own, else
 //! the pool's `spec.configuration.name`.
@@ -19,7 +20,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use machine_config::MachineConfigPool;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, REASON, STATE,
+};
 use machine_config::pool::{PoolCondition, PoolStatus};
 
 /// The zone label candidates are ordered by.
@@ -49,10 +52,18 @@ pub fn desired(node: &Node) -> Option<&str> {
     annotation(node, DESIRED_CONFIG)
 }
 
-/// Current == desired (both set) and the daemon reports `Done`.
+/// The node's `desiredImage` annotation (image-mode pools).
+pub fn desired_image(node: &Node) -> Option<&str> {
+    annotation(node, DESIRED_IMAGE)
+}
+
+/// Current == desired (both set), the same image (or none), and the daemon reports `Done`.
 pub fn is_done(node: &Node) -> bool {
     let current = annotation(node, CURRENT_CONFIG);
-    current.is_some() && current == desired(node) && state(node) == Some(NodeState::Done)
+    current.is_some()
+        && current == desired(node)
+        && annotation(node, CURRENT_IMAGE) == desired_image(node)
+        && state(node) == Some(NodeState::Done)
 }
 
 /// Why the node cannot take workloads, if it cannot.
@@ -116,11 +127,23 @@ pub fn primary_pool<'a>(
     machine_config::pool::primary_pool(name(node), &labels, pools)
 }
 
-/// `(node, config)` pairs to set `desiredConfig` on in this step.
+/// `(node, config)` pairs to set `desiredConfig` on in this step (outside image mode).
 pub fn rollout_step<'a>(
     pool: &MachineConfigPool,
     nodes: &[&'a Node],
     target: impl Fn(&Node) -> String,
+) -> Vec<(&'a Node, String)> {
+    rollout_step_with_image(pool, nodes, target, None)
+}
+
+/// `(node, config)` pairs to set `desiredConfig` (and `desiredImage` to `image`, or remove it
+/// when `None`) on in this step: a node whose desired image differs is a candidate like one
+/// whose desired config does, within the same `maxUnavailable`.
+pub fn rollout_step_with_image<'a>(
+    pool: &MachineConfigPool,
+    nodes: &[&'a Node],
+    target: impl Fn(&Node) -> String,
+    image: Option<&str>,
 ) -> Vec<(&'a Node, String)> {
     if pool.spec.paused || pool.spec.configuration.name.is_empty() {
         return Vec::new();
@@ -135,7 +158,7 @@ pub fn rollout_step<'a>(
     let mut candidates = Vec::new();
     for node in nodes {
         let wanted = target(node);
-        if desired(node) == Some(wanted.as_str()) {
+        if desired(node) == Some(wanted.as_str()) && desired_image(node) == image {
             if is_failing(node) {
                 failing += 1;
             }
@@ -182,10 +205,24 @@ pub fn pool_status(
     render_error: Option<&str>,
     now: &str,
 ) -> PoolStatus {
+    pool_status_with_image(pool, nodes, target, None, render_error, now)
+}
+
+/// [`pool_status`] of a pool whose nodes should run `image` (image mode) or none.
+pub fn pool_status_with_image(
+    pool: &MachineConfigPool,
+    nodes: &[&Node],
+    target: impl Fn(&Node) -> String,
+    image: Option<&str>,
+    render_error: Option<&str>,
+    now: &str,
+) -> PoolStatus {
     let total = nodes.len() as i64;
     let updated: Vec<&&Node> = nodes
         .iter()
-        .filter(|n| is_done(n) && desired(n) == Some(target(n).as_str()))
+        .filter(|n| {
+            is_done(n) && desired(n) == Some(target(n).as_str()) && desired_image(n) == image
+        })
         .collect();
     let ready = updated.iter().filter(|n| is_ready(n)).count() as i64;
     let degraded: Vec<&&Node> = nodes.iter().filter(|n| is_degraded(n)).collect();

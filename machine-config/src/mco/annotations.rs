@@ -29,3 +29,13 @@ pub const DRAIN_VERB: &str = "drain";
 pub const UNCORDON_VERB: &str = "uncordon";
 /// `controlPlaneTopology` of a single-node cluster.
 pub const SINGLE_REPLICA: &str = "SingleReplica";
+
+/// The OS image the node runs in an image-mode (on-cluster layering) pool; absent otherwise.
+pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+/// The OS image the node is asked to run in an image-mode pool; absent otherwise.
+pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+/// On a MachineConfig copy with a layered image in its `osImageURL`: the `osImageURL` the
+/// rendered config had (the MCD's in-memory marker, never on a cluster object).
+pub const ORIGINAL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/original-osimageurl";
+/// On a MachineConfig copy with a layered image in its `osImageURL`: that image.
+pub const OCL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/ocl-osimageurl";

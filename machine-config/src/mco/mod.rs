@@ -10,6 +10,7 @@
 pub mod annotations;
 pub mod events;
 pub mod node_conditions;
+pub mod image;
 pub mod paths;
 pub mod states;
 

@@ -29,3 +29,17 @@ pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
 
 /// Where "there was no original" stamps are kept (`<path>.mcdnoorig`).
 pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
+
+/// The layered OS image the node is in (image-mode pools), one line, empty when none: the
+/// companion of [`CURRENT_CONFIG`] (the MCD's `currentimage`).
+pub const CURRENT_IMAGE: &str = "/etc/machine-config-daemon/currentimage";
+
+/// Where rpm-ostree looks for registry credentials when it pulls an OS image.
+pub const OSTREE_AUTH: &str = "/run/ostree/auth.json";
+
+/// The cluster's merged pull secret (global pull secret and the internal registry's), written
+/// by the MCD from the ControllerConfig; the OS image secret of choice.
+pub const MERGED_PULL_SECRET: &str = "/etc/mco/internal-registry-pull-secret.json";
+
+/// The kubelet's pull secret (from a MachineConfig): the fallback OS image secret.
+pub const KUBELET_PULL_SECRET: &str = "/var/lib/kubelet/config.json";

@@ -20,6 +20,16 @@ pub fn human(s: &NodeStatus, now_ms: u64) -> String {
     }
     line("Current", s.current.as_deref().unwrap_or("none"));
     line("Desired", s.desired.as_deref().unwrap_or("unknown"));
+    if let Some(i) = &s.current_image {
+        line("Image", &format!("{i} (image mode)"));
+    }
+    if let Some(i) = s
+        .desired_image
+        .as_ref()
+        .filter(|i| s.current_image.as_ref() != Some(*i))
+    {
+        line("Image wanted", i);
+    }
     line(
         "Pending",
         &s.pending
@@ -185,6 +195,8 @@ mod tests {
             reason: String::new(),
             current: Some("rendered-a".into()),
             desired: Some("rendered-b".into()),
+            current_image: None,
+            desired_image: None,
             needs_reboot: false,
             last_update: Some(LastUpdate {
                 from: "rendered-a".into(),
@@ -286,6 +298,25 @@ Reboot slot:  held (FleetLock): given back once the node is Done in its new conf
             let text = human(&s, 0);
             assert!(text.contains(want), "{text}");
         }
+    }
+
+    #[test]
+    fn image_mode_shows_the_layered_image_and_the_one_wanted() {
+        let mut s = NodeStatus {
+            state: Some("Working".into()),
+            current: Some("rendered-a".into()),
+            desired: Some("rendered-a".into()),
+            current_image: Some("registry.example/ocl@sha256:1".into()),
+            desired_image: Some("registry.example/ocl@sha256:2".into()),
+            ..NodeStatus::default()
+        };
+        let text = human(&s, 0);
+        assert!(
+            text.contains("Image:        registry.example/ocl@sha256:1 (image mode)\nImage wanted: registry.example/ocl@sha256:2\n"),
+            "{text}"
+        );
+        s.desired_image = s.current_image.clone();
+        assert!(!human(&s, 0).contains("Image wanted"));
     }
 
     #[test]

@@ -373,3 +373,84 @@ fn primary_pool_rules() {
         Err("node n belongs to 2 custom roles, cannot proceed with this Node".into())
     );
 }
+
+/// `node` with image annotations set (empty: absent).
+fn with_images(mut n: Node, current: &str, desired: &str) -> Node {
+    let a = n.metadata.annotations.get_or_insert_with(Default::default);
+    for (k, v) in [(CURRENT_IMAGE, current), (DESIRED_IMAGE, desired)] {
+        if !v.is_empty() {
+            a.insert(k.into(), v.into());
+        }
+    }
+    n
+}
+
+#[test]
+fn image_mode_rollouts_and_status() {
+    const IMG: &str = "registry.example/ocl/worker@sha256:2";
+    const OLD: &str = "registry.example/ocl/worker@sha256:1";
+    let p = pool("worker", "rendered-2", json!(1), false);
+    let target = |_: &Node| "rendered-2".to_string();
+    struct Case {
+        name: &'static str,
+        /// (current image, desired image) of three nodes done in rendered-2.
+        images: [(&'static str, &'static str); 3],
+        image: Option<&'static str>,
+        step: Vec<&'static str>,
+        updated: i64,
+    }
+    let cases = [
+        Case {
+            name: "a pool enters image mode: one node at a time",
+            images: [("", ""), ("", ""), ("", "")],
+            image: Some(IMG),
+            // zone-a first
+            step: vec!["worker-1=rendered-2"],
+            updated: 0,
+        },
+        Case {
+            name: "a node updating to the image counts against maxUnavailable",
+            images: [(OLD, IMG), (OLD, OLD), (OLD, OLD)],
+            image: Some(IMG),
+            step: vec![],
+            updated: 0,
+        },
+        Case {
+            name: "the next node once the first is in the image",
+            images: [(IMG, IMG), (OLD, OLD), (OLD, OLD)],
+            image: Some(IMG),
+            step: vec!["worker-1=rendered-2"],
+            updated: 1,
+        },
+        Case {
+            name: "all in the image: nothing to do",
+            images: [(IMG, IMG), (IMG, IMG), (IMG, IMG)],
+            image: Some(IMG),
+            step: vec![],
+            updated: 3,
+        },
+        Case {
+            name: "the pool leaves image mode: desiredImage goes, one at a time",
+            images: [(IMG, IMG), (IMG, IMG), (IMG, IMG)],
+            image: None,
+            step: vec!["worker-1=rendered-2"],
+            updated: 0,
+        },
+    ];
+    for c in cases {
+        let nodes: Vec<Node> = fleet(&[
+            ("rendered-2", "rendered-2", "Done", true),
+            ("rendered-2", "rendered-2", "Done", true),
+            ("rendered-2", "rendered-2", "Done", true),
+        ])
+        .into_iter()
+        .zip(c.images)
+        .map(|(n, (cur, des))| with_images(n, cur, des))
+        .collect();
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let step = rollout_step_with_image(&p, &refs, target, c.image);
+        assert_eq!(names(&step), c.step, "{}", c.name);
+        let status = pool_status_with_image(&p, &refs, target, c.image, None, T0);
+        assert_eq!(status.updated_machine_count, c.updated, "{}", c.name);
+    }
+}

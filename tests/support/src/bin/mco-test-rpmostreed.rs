@@ -24,6 +24,13 @@ struct Args {
     /// maps to the ref `mco-image/sha256/<hex>`; anything else fails the transaction.
     #[arg(long)]
     image_map: Option<PathBuf>,
+    /// A registry host that refuses pulls unless `/run/ostree/auth.json` under --auth-root
+    /// holds credentials for it (repeatable).
+    #[arg(long, value_name = "REGISTRY")]
+    auth_required: Vec<String>,
+    /// The root whose `/run/ostree/auth.json` holds the pull credentials (default: the sysroot).
+    #[arg(long)]
+    auth_root: Option<PathBuf>,
     /// Test knob: every transaction pretends to download for this long (e.g. `2s`, `500ms`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     txn_delay: Duration,
@@ -47,7 +54,12 @@ async fn main() -> anyhow::Result<()> {
             (t.path().to_path_buf(), Some(t))
         }
     };
+    let auth = mco_test_support::rpmostreed::auth::RegistryAuth {
+        root: args.auth_root.unwrap_or_else(|| args.sysroot.clone()),
+        required: args.auth_required,
+    };
     run(Config {
+        auth,
         sysroot: args.sysroot,
         run_dir,
         image_map: args.image_map,

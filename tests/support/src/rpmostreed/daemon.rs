@@ -33,6 +33,9 @@ pub struct Config {
     pub run_dir: PathBuf,
     /// Image reference to commit mapping (see the origin module).
     pub image_map: Option<PathBuf>,
+    /// Registries that refuse pulls without credentials in `/run/ostree/auth.json` (see the
+    /// auth module); none by default.
+    pub auth: super::auth::RegistryAuth,
     /// A test knob: each job pretends to download for this long first, emitting
     /// `PercentProgress`, so tests can act while a transaction runs. Zero by default.
     pub txn_delay: Duration,

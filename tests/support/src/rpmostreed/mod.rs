@@ -23,7 +23,9 @@
 //! - container images: mapped to local commits ([`origin`] documents the `--image-map` file and
 //!   the `mco-image/sha256/<digest>` refs); the origin records `container-image-reference`
 //!   exactly as rpm-ostree does, and `Deployments` reports it (plus
-//!   `container-image-reference-digest` when the reference is pinned by digest);
+//!   `container-image-reference-digest` when the reference is pinned by digest); a pull from a
+//!   registry the test says needs credentials is refused unless `/run/ostree/auth.json` has
+//!   some for it ([`auth`]);
 //! - packages: no RPMs are installed; kernel-type overrides and extensions are recorded in the
 //!   new deployment's origin (`[packages] requested=`, `[overrides] remove=`) and reported as
 //!   `requested-packages`, `requested-base-removals` and `packages`;
@@ -39,6 +41,7 @@
 //!   merge deployment instead of the (absent) booted one.
 
 mod admin;
+pub mod auth;
 mod daemon;
 pub mod error;
 pub mod ops;

@@ -98,6 +98,8 @@ pub struct Context<'a> {
     pub sysroot: &'a ostree::Sysroot,
     pub osname: &'a str,
     pub image_map: Option<&'a Path>,
+    /// Which registries need credentials, and where they are.
+    pub auth: &'a super::auth::RegistryAuth,
     pub progress: &'a dyn Progress,
     pub cancel: &'a Arc<AtomicBool>,
     /// A test knob: how long the job pretends to download before it does anything.
@@ -282,6 +284,7 @@ fn resolve_base(ctx: &Context<'_>, base: &Base) -> Result<String, String> {
         Base::Container(r) => {
             let image = image_name(r);
             ctx.progress.message(&format!("Pulling manifest: {r}"));
+            ctx.auth.check(image)?;
             for candidate in image_candidates(r, ctx.image_map)? {
                 if let Ok(csum) = resolve_rev(ctx.sysroot, &candidate) {
                     return Ok(csum);

@@ -53,6 +53,7 @@ pub(super) async fn spawn_worker(
     let (init_tx, init_rx) = tokio::sync::oneshot::channel::<Result<(), DaemonError>>();
     let path = shared.config.sysroot.clone();
     let image_map = shared.config.image_map.clone();
+    let auth = shared.config.auth.clone();
     let delay = shared.config.txn_delay;
     let osname = req.osname.clone();
     let op = req.op.clone();
@@ -79,6 +80,7 @@ pub(super) async fn spawn_worker(
                     sysroot: &sysroot,
                     osname: &osname,
                     image_map: image_map.as_deref(),
+                    auth: &auth,
                     progress: &progress,
                     cancel: &cancel,
                     delay,

@@ -1,0 +1,153 @@
+//! `mco-agent pivot IMAGE [--dry-run] [--reboot|--no-reboot] [--root DIR] [--node NAME]
+//! [--kubeconfig FILE]`: rebase the OS to IMAGE by hand (see [`crate::pivot`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::cluster::{self, ClusterOptions, KubeNodeApi, NodeApi};
+use crate::pivot::{PivotOptions, PivotOutcome, pivot};
+
+/// Arguments of `pivot`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The OS image, without transport: `registry/repository@sha256:<digest>` (a tag works
+    /// too, with a warning: what it names may change).
+    #[arg(value_name = "IMAGE")]
+    pub image: String,
+    /// Say what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Reboot into the image once it is staged (the default).
+    #[arg(long, overrides_with = "no_reboot")]
+    pub reboot: bool,
+    /// Stage the image for the next boot, do not reboot.
+    #[arg(long, overrides_with = "reboot")]
+    pub no_reboot: bool,
+    /// Root directory of the node (another root is never rebooted).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// The node's name, to report the pivot on its Node (default: the host name).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Credentials for the Node; when the file does not exist the pivot is not reported.
+    #[arg(long, default_value = cluster::KUBELET_KUBECONFIG)]
+    pub kubeconfig: PathBuf,
+    /// Stage without rpm-ostree's lock-finalization.
+    #[arg(long)]
+    pub no_lock_finalization: bool,
+}
+
+/// Pivots and prints what was done (or would be).
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let opts = PivotOptions {
+        image: args.image.clone(),
+        dry_run: args.dry_run,
+        reboot: !args.no_reboot,
+        lock_finalization: !args.no_lock_finalization,
+    };
+    // A malformed image changes nothing and needs no connection to say so.
+    crate::pivot::check_image(&opts.image)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(async {
+        let node = if args.dry_run {
+            None
+        } else {
+            node_api(args).await
+        };
+        pivot(&args.root, &opts, node).await
+    })?;
+    print!("{}", describe(&outcome));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The Node to report to, when the node has credentials for it.
+async fn node_api(args: &Args) -> Option<Arc<dyn NodeApi>> {
+    if !args.kubeconfig.exists() {
+        return None;
+    }
+    let name = match cluster::node_name(args.node.as_deref()) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "not reporting the pivot on the Node");
+            return None;
+        }
+    };
+    let mut options = ClusterOptions::new(&name);
+    options.kubeconfig = args.kubeconfig.clone();
+    match KubeNodeApi::connect(&options).await {
+        Ok(api) => Some(Arc::new(api)),
+        Err(e) => {
+            tracing::warn!(error = %e, "not reporting the pivot on the Node");
+            None
+        }
+    }
+}
+
+/// What happened, one line per fact.
+fn describe(outcome: &PivotOutcome) -> String {
+    let was = |from: &Option<String>| {
+        from.clone()
+            .unwrap_or_else(|| "an OS that is not an image".to_string())
+    };
+    match outcome {
+        PivotOutcome::AlreadyThere { image } => {
+            format!("already running {image}: nothing to do\n")
+        }
+        PivotOutcome::WouldRebase { from, to, reboot } => format!(
+            "would rebase the OS from {} to {to}\nwould {}\n(dry run: nothing changed)\n",
+            was(from),
+            if *reboot {
+                "reboot into it"
+            } else {
+                "not reboot: it boots at the next reboot"
+            }
+        ),
+        PivotOutcome::Staged {
+            from,
+            to,
+            no_reboot,
+        } => {
+            let mut t = format!("staged {to} (was {})\n", was(from));
+            match no_reboot {
+                None => t.push_str("rebooting into it\n"),
+                Some(why) => t.push_str(&format!("reboot needed: {why}\n")),
+            }
+            t
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_read_plainly() {
+        let to = "quay.io/os@sha256:1".to_string();
+        assert_eq!(
+            describe(&PivotOutcome::WouldRebase {
+                from: Some("quay.io/os@sha256:0".into()),
+                to: to.clone(),
+                reboot: true
+            }),
+            "would rebase the OS from quay.io/os@sha256:0 to quay.io/os@sha256:1\nwould reboot into it\n(dry run: nothing changed)\n"
+        );
+        assert_eq!(
+            describe(&PivotOutcome::Staged {
+                from: None,
+                to: to.clone(),
+                no_reboot: Some("not rebooting (--no-reboot)".into())
+            }),
+            "staged quay.io/os@sha256:1 (was an OS that is not an image)\nreboot needed: not rebooting (--no-reboot)\n"
+        );
+        assert_eq!(
+            describe(&PivotOutcome::AlreadyThere { image: to }),
+            "already running quay.io/os@sha256:1: nothing to do\n"
+        );
+    }
+}

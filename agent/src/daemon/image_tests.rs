@@ -1,0 +1,242 @@
+//! Image mode with fakes for every seam: which desiredConfig/desiredImage changes update the
+//! node, what is rebased to, that a config and an image change reboot once, and what is
+//! recorded (`currentimage`, the image reported with SetDone) only once the boot into the
+//! image is verified.
+
+use std::sync::Arc;
+
+use machine_config::MachineConfig;
+use machine_config::mco::NodeState;
+use machine_config::mco::events::reason;
+use machine_config::mco::image::embed_image;
+use machine_config::mco::paths::CURRENT_IMAGE;
+
+use super::tests::{FakeSource, daemon};
+use crate::engine::tests::{CRIO_POLICY, IMAGE, Node, mc};
+use crate::os::{OsCall, OsImage};
+
+const LAYERED: &str = "registry.example/ocl/worker@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const LAYERED_2: &str = "registry.example/ocl/worker@sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+fn a() -> MachineConfig {
+    mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE)
+}
+fn b() -> MachineConfig {
+    mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE)
+}
+
+struct Case {
+    name: &'static str,
+    /// The node's image now (`None`: not in image mode), booted and recorded.
+    current_image: Option<&'static str>,
+    desired_config: fn() -> MachineConfig,
+    desired_image: Option<&'static str>,
+    /// The image rebased to, if any.
+    rebase: Option<&'static str>,
+    reboots: usize,
+}
+
+#[tokio::test]
+async fn image_decisions() {
+    let cases = [
+        Case {
+            name: "same config, no image: nothing to do",
+            current_image: None,
+            desired_config: a,
+            desired_image: None,
+            rebase: None,
+            reboots: 0,
+        },
+        Case {
+            name: "a pool enters image mode: rebase to the image, one reboot",
+            current_image: None,
+            desired_config: a,
+            desired_image: Some(LAYERED),
+            rebase: Some(LAYERED),
+            reboots: 1,
+        },
+        Case {
+            name: "same config, same image: nothing to do",
+            current_image: Some(LAYERED),
+            desired_config: a,
+            desired_image: Some(LAYERED),
+            rebase: None,
+            reboots: 0,
+        },
+        Case {
+            name: "a new image alone: rebase, one reboot",
+            current_image: Some(LAYERED),
+            desired_config: a,
+            desired_image: Some(LAYERED_2),
+            rebase: Some(LAYERED_2),
+            reboots: 1,
+        },
+        Case {
+            name: "a config and an image change: one update, one reboot",
+            current_image: Some(LAYERED),
+            desired_config: b,
+            desired_image: Some(LAYERED_2),
+            rebase: Some(LAYERED_2),
+            reboots: 1,
+        },
+        Case {
+            name: "a config change in image mode keeps the image: no rebase, no reboot",
+            current_image: Some(LAYERED),
+            desired_config: b,
+            desired_image: Some(LAYERED),
+            rebase: None,
+            reboots: 0,
+        },
+        Case {
+            name: "the pool leaves image mode: back to the rendered osImageURL",
+            current_image: Some(LAYERED),
+            desired_config: a,
+            desired_image: None,
+            rebase: Some(IMAGE),
+            reboots: 1,
+        },
+    ];
+    for c in cases {
+        let node = Node::new();
+        // Provisioned (and booted) in the current image.
+        let current = embed_image(&a(), c.current_image);
+        node.provision(&current).await;
+        if let Some(image) = c.current_image {
+            node.os.boot_image(image);
+        }
+        let source = Arc::new(FakeSource::default());
+        source.add(&a());
+        source.add(&b());
+        let mut d = daemon(&node, source.clone()).await;
+        let calls_before = node.os.calls().len();
+        d.desired_name = Some((c.desired_config)().name().to_string());
+        d.desired_image = c.desired_image.map(str::to_string);
+        d.sync(false).await;
+        let rebases: Vec<_> = node.os.calls()[calls_before..]
+            .iter()
+            .filter_map(|call| match call {
+                OsCall::Rebase(OsImage::Registry(i)) => Some(i.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            rebases,
+            c.rebase.map(str::to_string).into_iter().collect::<Vec<_>>(),
+            "{}",
+            c.name
+        );
+        assert_eq!(node.rebooter.reasons().len(), c.reboots, "{}", c.name);
+        let desired_name = (c.desired_config)().name().to_string();
+        if c.reboots > 0 {
+            // Nothing is recorded before the boot into the image is verified.
+            assert_eq!(node.current().as_deref(), Some("rendered-a"), "{}", c.name);
+            assert_eq!(
+                node.read(CURRENT_IMAGE)
+                    .filter(|i| !i.is_empty())
+                    .as_deref(),
+                c.current_image,
+                "{}",
+                c.name
+            );
+            node.reboot(false);
+            daemon(&node, source.clone()).await;
+        }
+        assert_eq!(node.current(), Some(desired_name), "{}", c.name);
+        assert_eq!(
+            node.read(CURRENT_IMAGE).unwrap_or_default(),
+            c.desired_image.unwrap_or(""),
+            "{}",
+            c.name
+        );
+        assert_eq!(
+            node.cluster.last_state(),
+            Some((NodeState::Done, String::new())),
+            "{}",
+            c.name
+        );
+        assert_eq!(
+            node.cluster
+                .done_images()
+                .last()
+                .cloned()
+                .flatten()
+                .as_deref(),
+            c.desired_image,
+            "{}: the image reported with SetDone",
+            c.name
+        );
+        if c.rebase.is_some() {
+            assert!(
+                node.cluster
+                    .events()
+                    .contains(&reason::OS_UPGRADE_APPLIED.to_string()),
+                "{}: {:?}",
+                c.name,
+                node.cluster.events()
+            );
+        }
+        // In sync now: another sync changes nothing.
+        let mut d = daemon(&node, source).await;
+        d.desired_name = Some((c.desired_config)().name().to_string());
+        d.desired_image = c.desired_image.map(str::to_string);
+        let calls = node.os.calls().len();
+        d.sync(false).await;
+        assert!(
+            !node.os.calls()[calls..]
+                .iter()
+                .any(|call| matches!(call, OsCall::Rebase(_))),
+            "{}: rebased again",
+            c.name
+        );
+    }
+}
+
+/// The node already boots the desired image, pivoted by hand with the force file (the MCO's
+/// "forcing a pivot" recipe): no rebase, the MCD's OSUpgradeSkipped, and the update completes
+/// in the image.
+#[tokio::test]
+async fn an_image_already_booted_is_not_rebased_again() {
+    let node = Node::new();
+    node.provision(&a()).await;
+    node.os.boot_image(LAYERED);
+    node.write(machine_config::mco::paths::FORCE_FILE, "");
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    let mut d = daemon(&node, source.clone()).await;
+    d.desired_name = Some("rendered-a".into());
+    d.desired_image = Some(LAYERED.into());
+    d.sync(false).await;
+    assert!(
+        !node
+            .os
+            .calls()
+            .iter()
+            .any(|call| matches!(call, OsCall::Rebase(_)))
+    );
+    assert!(
+        node.cluster
+            .events()
+            .contains(&reason::OS_UPGRADE_SKIPPED.to_string()),
+        "{:?}",
+        node.cluster.events()
+    );
+    if !node.rebooter.reasons().is_empty() {
+        node.reboot(false);
+        daemon(&node, source).await;
+    }
+    assert_eq!(
+        node.read(CURRENT_IMAGE).as_deref(),
+        Some(LAYERED),
+        "{:?}",
+        node.cluster.calls()
+    );
+    assert_eq!(
+        node.cluster
+            .done_images()
+            .last()
+            .cloned()
+            .flatten()
+            .as_deref(),
+        Some(LAYERED)
+    );
+}
