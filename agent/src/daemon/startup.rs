@@ -12,8 +12,8 @@ use machine_config::mco::annotations::{
     CURRENT_CONFIG as CURRENT_KEY, CURRENT_IMAGE as CURRENT_IMAGE_KEY,
 };
 use machine_config::mco::events::reason;
-use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::image::{embed_image, layered_image};
+use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::paths::{
     FORCE_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT as PROVISIONED_CONTENT,
 };

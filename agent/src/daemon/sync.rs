@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
 use machine_config::mco::events::reason;
-use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::image::{embed_image, layered_image};
+use machine_config::mco::node_conditions::Progress;
 
 use super::{Daemon, Parked, drift};
 use crate::engine::Outcome;

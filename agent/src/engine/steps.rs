@@ -7,8 +7,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use machine_config::Config;
 use machine_config::mco::events::reason;
-use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::image::layered_image;
+use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::{Plan, PolicyOptions};
 
 use super::policy::ActivePolicy;
@@ -254,7 +254,14 @@ impl Engine {
         let staged = os::stage_changes(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
         tracing::info!(changes = staged.done.join("; "), "Changes to OS staged");
         let rebased = staged.rebased.is_some();
-        os::report_staged(&self.reporter, &ctx.plan, rebased, &rec.current, &rec.desired).await;
+        os::report_staged(
+            &self.reporter,
+            &ctx.plan,
+            rebased,
+            &rec.current,
+            &rec.desired,
+        )
+        .await;
         if staged.done.is_empty() {
             // Nothing was staged (the node already runs the OS asked for, e.g. pivoted by
             // hand): booting the same deployment after the reboot is not a lost staged one.

@@ -9,8 +9,8 @@
 
 pub mod annotations;
 pub mod events;
-pub mod node_conditions;
 pub mod image;
+pub mod node_conditions;
 pub mod paths;
 pub mod states;
 
