@@ -53,8 +53,8 @@ fn cluster() -> (TestApiServer, PathBuf) {
         .collect();
     assert_eq!(
         rbac.len(),
-        5,
-        "the namespace, two ClusterRoles and their bindings"
+        7,
+        "the namespace, two ClusterRoles, the companion's Role for its FleetLock Leases, and their bindings"
     );
     let file = server.dir().join("shipped-rbac.yaml");
     let docs: Vec<String> = rbac.iter().map(|o| format!("---\n{o}\n")).collect();
