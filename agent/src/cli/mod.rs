@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod diff;
 pub mod drain;
 pub mod once_from;
+pub mod rollback;
 pub mod start;
 pub mod status;
 pub mod validate;
@@ -48,6 +49,9 @@ pub enum Command {
     Drain(drain::DrainArgs),
     /// Make the node schedulable again.
     Uncordon(drain::UncordonArgs),
+    /// Go back to the config and OS deployment from before the last update, with one reboot
+    /// (asks first unless --yes).
+    Rollback(rollback::Args),
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
@@ -143,6 +147,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Diff(args) => diff::run(&args),
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
+        Command::Rollback(args) => rollback::run(&args),
         Command::Status(args) => status::run(&args),
         // what `parse` rendered, with the origin of every value
         Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),

@@ -52,9 +52,22 @@ pub enum Step {
     /// Rolling files, units, users and staged OS changes back to the current config. Restart:
     /// roll back again (idempotent).
     RollingBack,
+    /// A health check failed after the reboot into the update (or an admin ran `mco-agent
+    /// rollback`): the deployment from before the update is made the default again and files,
+    /// units and users go back to the current config. Restart: do it again (idempotent).
+    BootFailed,
+    /// The reboot back into the deployment from before the update is being requested. Restart
+    /// in the same boot: request it again; in another boot: record the failed target, the
+    /// node Degraded with the failed check.
+    RebootingBack,
 }
 
 impl Step {
+    /// A step of rolling a bad boot back (automatically or by hand).
+    pub fn rolls_back_boot(self) -> bool {
+        matches!(self, Step::BootFailed | Step::RebootingBack)
+    }
+
     /// The step's name for logs and the status file.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,6 +79,8 @@ impl Step {
             Step::Verifying => "Verifying",
             Step::NotTaken => "NotTaken",
             Step::RollingBack => "RollingBack",
+            Step::BootFailed => "BootFailed",
+            Step::RebootingBack => "RebootingBack",
         }
     }
 }

@@ -30,6 +30,11 @@ impl Engine {
                 report.outcome = Outcome::Degraded(format!("{e:#}"));
                 return self.finish(report, now_ms()).await;
             }
+            // A bad boot being rolled back is finished first, whatever is desired now: the
+            // next update starts from the rolled-back node.
+            Ok(Some(rec)) if rec.step.rolls_back_boot() => {
+                return self.resume_record(rec).await;
+            }
             Ok(Some(rec)) if !force && same_update(&rec, desired) => {
                 return self.resume_record(rec).await;
             }
@@ -49,6 +54,18 @@ impl Engine {
                 }
             }
             Ok(None) => {}
+        }
+        match self.refuse_failed_target(desired, force) {
+            Ok(None) => {}
+            Ok(Some(reason)) => {
+                tracing::warn!(desired = desired.name(), "{reason}");
+                report.outcome = Outcome::Degraded(reason);
+                return self.finish(report, now_ms()).await;
+            }
+            Err(e) => {
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return self.finish(report, now_ms()).await;
+            }
         }
         let started_ms = now_ms();
         match self.begin(desired, force, &mut report).await {
@@ -382,7 +399,7 @@ impl Engine {
     }
 
     /// Reports the outcome (state, reason, last update) and returns the report.
-    async fn finish(&self, report: UpdateReport, started_ms: u64) -> UpdateReport {
+    pub(crate) async fn finish(&self, report: UpdateReport, started_ms: u64) -> UpdateReport {
         let (result, state) = match &report.outcome {
             Outcome::Done => ("Done", None),
             Outcome::Rebooting => ("Rebooting", None),

@@ -146,6 +146,9 @@ impl Engine {
             Step::RebootRequested => self.request_reboot(rec).await,
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
+            Step::BootFailed => self.roll_back_boot(rec, ctx).await,
+            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec).await,
+            Step::RebootingBack => self.reboot_back(rec).await,
         }
     }
 
@@ -161,7 +164,10 @@ impl Engine {
         failpoint("engine::drained")
     }
 
-    fn with_units<'a>(&'a self, offline: &'a OfflineUnits<'a>) -> &'a dyn UnitEnablement {
+    pub(crate) fn with_units<'a>(
+        &'a self,
+        offline: &'a OfflineUnits<'a>,
+    ) -> &'a dyn UnitEnablement {
         match &self.seams.units {
             Some(u) => u.as_ref(),
             None => offline,
@@ -299,6 +305,19 @@ impl Engine {
                 config = rec.desired.name(),
                 "the update took: booted deployment, kernel arguments and files match"
             );
+            if let Err(problems) = self
+                .check_health(rec.desired.name(), &ctx.desired_ign)
+                .await
+            {
+                let reason = format!(
+                    "boot into {} failed: {}",
+                    rec.desired.name(),
+                    problems.join("; ")
+                );
+                tracing::error!(update = rec.describe(), reason, "rolling the boot back");
+                rec.reason = Some(reason);
+                return Next::Step(Step::BootFailed);
+            }
             let outcome = self.complete(rec).await;
             ctx.report.verified = matches!(outcome, Outcome::Done);
             return Next::Finish(outcome);
@@ -317,6 +336,9 @@ impl Engine {
         let name = rec.desired.name();
         if let Err(e) = input::write_current(&self.root, &rec.desired) {
             return Outcome::Degraded(format!("recording the current config {name}: {e:#}"));
+        }
+        if let Err(e) = super::rollback::record_previous(&self.root, rec) {
+            return Outcome::Degraded(format!("recording the config before {name}: {e:#}"));
         }
         if let Err(e) = failpoint("engine::committed") {
             return Outcome::Degraded(format!("{e:#}"));

@@ -3,6 +3,7 @@
 //! rpm-ostree booting its staged deployment plus a new boot id.
 
 mod backups;
+mod boot_rollback;
 mod locked;
 mod reboot;
 mod rebootless;
@@ -83,8 +84,14 @@ impl Node {
     }
 
     pub fn engine_with(&self, seams: Seams) -> Engine {
+        self.engine_opts(seams, super::HealthOptions::default())
+    }
+
+    /// A freshly started agent whose health checks run with `health`.
+    pub fn engine_opts(&self, seams: Seams, health: super::HealthOptions) -> Engine {
         let opts = EngineOptions {
             boot_id_file: self.boot_file.clone(),
+            health,
             ..EngineOptions::default()
         };
         Engine::new(
