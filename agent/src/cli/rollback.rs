@@ -64,6 +64,22 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
         opts.boot_id_file = f.clone();
     }
     let engine = Engine::new(root, seams, opts, Arc::new(NoCluster))?;
+    if let Some(rec) = engine.pending()?
+        && rec.by_hand
+        && rec.step.rolls_back_boot()
+        && rec.boot_id == engine.boot_id()
+    {
+        // An earlier `rollback` of this boot was interrupted: finish it.
+        println!(
+            "Resuming the rollback from {} to {} (step {}).",
+            rec.desired.name(),
+            rec.current.name(),
+            rec.step
+        );
+        let to = rec.current.name().to_string();
+        let report = engine.resume().await;
+        return ended(report.map(|r| r.outcome), &to, &engine);
+    }
     let plan = engine.rollback_plan()?;
     println!(
         "Rolling back from {} to {}:",
@@ -78,9 +94,14 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_FAILURE));
     }
     let report = engine.roll_back_by_hand(&plan).await;
-    match report.outcome {
+    ended(Some(report.outcome), plan.to.name(), &engine)
+}
+
+/// What the rollback ended with, said.
+fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode> {
+    match outcome.unwrap_or(Outcome::Done) {
         Outcome::Rebooting => {
-            println!("Rolled back; rebooting into {}.", plan.to.name());
+            println!("Rolled back; rebooting into {to}.");
             Ok(ExitCode::SUCCESS)
         }
         Outcome::NeedsReboot => {

@@ -125,6 +125,11 @@ pub struct UpdateRecord {
     /// finalized). A second such boot is not retried: the node is Degraded (no reboot loops).
     #[serde(default)]
     pub restaged_after_lost_reboot: bool,
+    /// A boot rollback started by `mco-agent rollback`, not by the daemon: in the boot it was
+    /// started in, only that command drives it (the daemon leaves it alone, so the two never
+    /// run the same step at once).
+    #[serde(default)]
+    pub by_hand: bool,
     /// The boot in which `step` was entered.
     pub boot_id: String,
     /// When the update started (Unix milliseconds).
@@ -157,6 +162,7 @@ impl UpdateRecord {
             os_base: None,
             reboot_requested: false,
             restaged_after_lost_reboot: false,
+            by_hand: false,
             boot_id: boot_id.to_string(),
             started_ms: now_ms(),
             stamped: Vec::new(),

@@ -186,6 +186,7 @@ impl Engine {
             &self.boot_id,
         );
         rec.reboot = true;
+        rec.by_hand = true;
         rec.os_staged = plan.deployment.is_some();
         rec.os_base = plan.deployment.clone();
         rec.reason = Some(format!(
@@ -406,7 +407,9 @@ impl Engine {
         let Some(failed) = failed_target(&self.root)? else {
             return Ok(None);
         };
-        if !force && failed.config.name() == desired.name() && failed.config == *desired {
+        // Name and spec: the object's metadata (resourceVersion, annotations) may change without
+        // the config changing.
+        if !force && failed.config.name() == desired.name() && failed.config.spec == desired.spec {
             return Ok(Some(format!(
                 "{} (not applied again until the desired config changes or the force file is created)",
                 failed.reason

@@ -30,6 +30,17 @@ impl Engine {
                 report.outcome = Outcome::Degraded(format!("{e:#}"));
                 return self.finish(report, now_ms()).await;
             }
+            // `mco-agent rollback` is at work in this boot: it drives its record, not us.
+            Ok(Some(rec))
+                if rec.step.rolls_back_boot() && rec.by_hand && rec.boot_id == self.boot_id =>
+            {
+                let reason = format!(
+                    "{}: waiting for mco-agent rollback and its reboot",
+                    rec.reason.as_deref().unwrap_or("rolling back by hand")
+                );
+                report.outcome = Outcome::Degraded(reason);
+                return self.finish(report, now_ms()).await;
+            }
             // A bad boot being rolled back is finished first, whatever is desired now: the
             // next update starts from the rolled-back node.
             Ok(Some(rec)) if rec.step.rolls_back_boot() => {

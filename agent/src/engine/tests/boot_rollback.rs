@@ -291,6 +291,18 @@ async fn rollback_by_hand_of_a_rebootless_update_leaves_the_os() {
         "the OS is not rolled back"
     );
     assert_eq!(node.read(FILE).as_deref(), Some("a\n"));
+    // The daemon leaves a rollback by hand of this boot to the command.
+    let reboots = node.rebooter.reasons().len();
+    let r = node.engine().update(&c, false).await;
+    let Outcome::Degraded(reason) = &r.outcome else {
+        panic!("{r:?}")
+    };
+    assert!(
+        reason.ends_with("waiting for mco-agent rollback and its reboot"),
+        "{reason}"
+    );
+    assert_eq!(node.rebooter.reasons().len(), reboots);
+    assert_eq!(node.recorded_step().as_deref(), Some("RebootingBack"));
     // An update in progress refuses a rollback by hand.
     let err = format!("{:#}", node.engine().rollback_plan().unwrap_err());
     assert!(err.contains("an update is in progress"), "{err}");
