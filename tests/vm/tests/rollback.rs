@@ -131,7 +131,11 @@ fn rollback_by_hand_returns_to_the_previous_deployment_and_config() -> Result<()
         !refused.success() && refused.stderr.contains("pass --yes"),
         "{refused:?}"
     );
-    vm.run("mco-agent rollback --yes > /var/tmp/rollback.out 2>&1 &")?;
+    // Run outside the guest agent's session: the command reboots the guest.
+    vm.run(
+        "systemd-run --unit=mco-rollback --collect /bin/sh -c \
+         'mco-agent rollback --yes > /var/tmp/rollback.out 2>&1'",
+    )?;
     vm.wait_for_reboot(Duration::from_secs(240))?;
     let out = vm.run("cat /var/tmp/rollback.out")?;
     ensure!(
