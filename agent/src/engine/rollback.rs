@@ -99,6 +99,10 @@ pub(crate) fn record_previous(root: &Root, rec: &UpdateRecord) -> Result<()> {
     if rec.first_application {
         return remove(root, PREVIOUS_CONFIG);
     }
+    if rec.current.name() == rec.desired.name() {
+        // The same config again (the force file, a re-apply): nothing new to go back from.
+        return Ok(());
+    }
     let previous = PreviousConfig {
         config: rec.current.clone(),
         updated_to: rec.desired.name().to_string(),
