@@ -40,6 +40,11 @@ pub const POINTS: &[&str] = &[
     "engine::verifying",
     "engine::rolling-back",
     "engine::rolled-back-files",
+    "engine::boot-failed",
+    "engine::boot-os-rolled-back",
+    "engine::boot-files-rolled-back",
+    "engine::reboot-back-recorded",
+    "engine::rolled-back-boot",
     // Met in every atomic write (root-confined file system), between the temp file's contents
     // and its rename: a kill there leaves the temp file behind.
     "engine::temp-written",

@@ -433,3 +433,124 @@ async fn an_unplanned_reboot_while_locked_staged_converges_without_degrading() {
     }
     node.stop().await;
 }
+
+/// A health check of the node's root that always fails.
+fn failing_health_check(node: &Node) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = node.path("/etc/mco-agent/health.d/50-fail");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "#!/bin/sh\necho broken\nexit 1\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The health checks give up after one round.
+const HEALTH_AT_ONCE: (&str, &str) = ("MCO_AGENT_HEALTH_DEADLINE", "100ms");
+
+/// Like [`crash_at`], with the health checks giving up at once.
+async fn crash_in_health_at(node: &mut Node, point: &str) {
+    let spec = format!("{point}=return(kill)");
+    node.start_agent(&[("FAILPOINTS", &spec), HEALTH_AT_ONCE]);
+    let status = node.wait_agent_exit(secs(60)).await;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "{point}: the agent did not die by SIGKILL ({status:?})\n{}",
+        node.logs()
+    );
+}
+
+/// Runs the agent (health checks giving up at once) until it asks for a reboot, kills it,
+/// reboots.
+async fn until_rebooted_in_health(node: &mut Node, point: &str) {
+    let before = node.logind.reboots();
+    node.start_agent(&[HEALTH_AT_ONCE]);
+    let deadline = std::time::Instant::now() + secs(60);
+    while node.logind.reboots() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{point}: no reboot requested\n{}",
+            node.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.kill_agent().await;
+    node.reboot();
+}
+
+const BOOT_ROLLBACK_POINTS: &[&str] = &[
+    "engine::boot-failed",
+    "engine::boot-os-rolled-back",
+    "engine::boot-files-rolled-back",
+    "engine::reboot-back-recorded",
+    "engine::rolled-back-boot",
+];
+
+/// A reboot update whose boot fails a health check is rolled back (previous deployment and
+/// files, one reboot back, Degraded with the check's output); killed at every step of that, it
+/// converges to the same end, and the agent never reboots into the failed target again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_every_step_of_a_boot_rollback_it_converges() {
+    let mut node = Node::new(&[("00-base.yaml", &config(0, &[]))]).await;
+    node.start_agent(&[]);
+    let base = node.rendered_name();
+    node.wait_status("provisioned", secs(30), done_in(&base))
+        .await;
+    node.kill_agent().await;
+    failing_health_check(&node);
+    for (i, point) in BOOT_ROLLBACK_POINTS.iter().enumerate() {
+        let version = i as u32 + 1;
+        let karg = format!("mco.bad={version}");
+        node.write_manifest("00-base.yaml", &config(version, &[&karg]));
+        let name = node.rendered_name();
+        // Into the update: staged, rebooted.
+        until_rebooted_in_health(&mut node, point).await;
+        if *point == "engine::rolled-back-boot" {
+            // Killed after the reboot back.
+            until_rebooted_in_health(&mut node, point).await;
+            crash_in_health_at(&mut node, point).await;
+        } else {
+            crash_in_health_at(&mut node, point).await;
+            assert_whole(&node, &[0, version], point);
+            until_rebooted_in_health(&mut node, point).await;
+        }
+        let reboots = node.logind.reboots();
+        node.start_agent(&[HEALTH_AT_ONCE]);
+        let (status, _) = node
+            .wait_status(point, secs(60), |s| {
+                s.state == machine_config::mco::NodeState::Degraded
+                    && s.pending_step.is_none()
+                    && s.reason.contains("rolled back to")
+            })
+            .await;
+        assert_eq!(status.current.as_deref(), Some(base.as_str()), "{point}");
+        assert!(
+            status.reason.starts_with(&format!(
+                "boot into {name} failed: health check /etc/mco-agent/health.d/50-fail exited with 1: broken"
+            )),
+            "{point}: {}",
+            status.reason
+        );
+        assert!(
+            status.reason.contains(&format!("; rolled back to {base}")),
+            "{point}: {}",
+            status.reason
+        );
+        // No boot loop: the same target is not tried again.
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(node.logind.reboots(), reboots, "{point}: rebooted again");
+        node.kill_agent().await;
+        assert_whole(&node, &[0], point);
+        let current = node
+            .read("/etc/machine-config-daemon/currentconfig")
+            .unwrap();
+        assert!(current.contains(&format!("\"name\":\"{base}\"")), "{point}");
+        let options = node.os.deployments()[0].options.clone();
+        assert!(!options.contains(&karg), "{point}: {karg} in {options}");
+        assert!(
+            node.read("/etc/machine-config-daemon/mco-agent-failed-target.json")
+                .is_some_and(|t| t.contains(&name)),
+            "{point}: no failed target"
+        );
+    }
+    node.stop().await;
+}

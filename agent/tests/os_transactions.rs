@@ -289,3 +289,32 @@ async fn clients_register_and_unregister() {
     .await;
     env.stop().await;
 }
+
+/// `Rollback` through the stand-in's real sysroot: the deployment after the default one moves
+/// to the front; with a single deployment it is refused with rpm-ostree's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_makes_the_previous_deployment_the_default() {
+    let env = Env::start(EnvOptions::default()).await;
+    let os = env.client().await;
+    let err = os.rollback().await.unwrap_err();
+    assert!(
+        matches!(&err, OsError::Transaction { method, message }
+            if method == "Rollback" && message.contains("No rollback deployment found")),
+        "{err}"
+    );
+    os.kernel_args(
+        None,
+        &KargsChange::from_argv(&["--append=mco.new=1"]).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(env.default_kargs().contains(&"mco.new=1".to_string()));
+    let before = os.status().await.unwrap();
+    assert_eq!(before.deployments.len(), 2);
+    os.rollback().await.unwrap();
+    let after = os.status().await.unwrap();
+    assert_eq!(after.deployments[0].id, before.deployments[1].id);
+    assert_eq!(after.deployments[1].id, before.deployments[0].id);
+    assert!(!env.default_kargs().contains(&"mco.new=1".to_string()));
+    env.stop().await;
+}

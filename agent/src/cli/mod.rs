@@ -11,6 +11,7 @@ pub mod hook_args;
 pub mod once_from;
 pub mod pivot;
 pub mod recover;
+pub mod rollback;
 pub mod start;
 pub mod status;
 pub mod strategy;
@@ -56,6 +57,9 @@ pub enum Command {
     /// Rebase the OS to an image by hand (a recovery): staged through rpm-ostree, logged,
     /// rebooted into unless --no-reboot; --dry-run says what would change.
     Pivot(pivot::Args),
+    /// Go back to the config and OS deployment from before the last update, with one reboot
+    /// (asks first unless --yes).
+    Rollback(rollback::Args),
     /// Where the node stands: state, current and desired config, last update, update in
     /// progress, deployments (from the agent's files; works without the daemon).
     Status(status::Args),
@@ -154,6 +158,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Diff(args) => diff::run(&args),
         Command::Drain(args) => drain::run_drain(&args),
         Command::Uncordon(args) => drain::run_uncordon(&args),
+        Command::Rollback(args) => rollback::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::Pivot(args) => pivot::run(&args),
@@ -175,8 +180,9 @@ pub fn main() -> ExitCode {
     // other interactive commands only what goes wrong.
     match parsed.cli.command {
         Command::Start(_) | Command::Pivot(_) => init_logging("info"),
-        // what `recover` changes on the node goes to the journal too, also from a shell
-        Command::Recover(_) => {
+        // what `recover` and `rollback` change on the node goes to the journal too, also from
+        // a shell
+        Command::Recover(_) | Command::Rollback(_) => {
             if let Err(e) = crate::logging::init_admin("mco-agent") {
                 eprintln!("warning: logging not set up: {e}");
             }

@@ -20,10 +20,12 @@ use crate::daemon::source::{ConfigSource, FileSource};
 use crate::daemon::{DEFAULT_POLL_INTERVAL, Daemon, DesiredFeed};
 use crate::engine::live::{self, SeamOptions};
 use crate::engine::{
-    ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, NoCluster, PolicySource,
+    ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, HealthOptions, KubeletProbe,
+    NoCluster, PolicySource,
 };
 use crate::input::policy::read_policy_file;
 use crate::input::served::KUBELET_CLIENT_CERT;
+use crate::metrics::kubelet::KubeletHealth;
 use crate::metrics::{self, MetricsArgs};
 use crate::rootfs::Root;
 
@@ -113,6 +115,17 @@ pub struct Args {
     /// attempts, is tried again (kubectl's 5 s).
     #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "5s")]
     pub drain_retry: Duration,
+    /// After the reboot into an update: how long the health checks (the units the config
+    /// enables, the kubelet, the executables in /etc/mco-agent/health.d/) may take to pass
+    /// before the boot is rolled back to the previous deployment and config.
+    #[arg(long, env = "MCO_AGENT_HEALTH_DEADLINE", value_parser = humantime::parse_duration, default_value = "5m")]
+    pub health_deadline: Duration,
+    /// How long one executable of /etc/mco-agent/health.d/ may run before it counts as failed.
+    #[arg(long, env = "MCO_AGENT_HEALTH_CHECK_TIMEOUT", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub health_check_timeout: Duration,
+    /// The pause between two rounds of health checks that did not all pass.
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub health_retry: Duration,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
@@ -179,6 +192,28 @@ async fn choose_pool(explicit: Option<&str>, api: Option<&dyn NodeApi>) -> Resul
         .context("working out the node's pool")?;
     tracing::info!(pool = found.name, from = found.how, "the node's pool");
     Ok(found.name)
+}
+
+/// The health checks after a reboot: `--health-*`; the kubelet is checked on a node (its
+/// endpoint is the host's) when `--kubelet-healthz-enabled`.
+fn health_options(args: &Args, live: bool) -> Result<HealthOptions> {
+    if args.health_deadline.is_zero() || args.health_check_timeout.is_zero() {
+        bail!("--health-deadline and --health-check-timeout must be longer than 0");
+    }
+    let kubelet: Option<Arc<dyn KubeletProbe>> = if live && args.metrics.kubelet_healthz_enabled {
+        Some(Arc::new(KubeletHealth::new(
+            &args.metrics.kubelet_healthz_endpoint,
+            args.health_check_timeout,
+        )?))
+    } else {
+        None
+    };
+    Ok(HealthOptions {
+        deadline: args.health_deadline,
+        check_timeout: args.health_check_timeout,
+        retry_interval: args.health_retry,
+        kubelet,
+    })
 }
 
 /// The client certificate to present: `--client-cert`, else on a node the kubelet's when it
@@ -332,6 +367,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
     if let Some(f) = &args.boot_id_file {
         opts.boot_id_file = f.clone();
     }
+    opts.health = health_options(args, live)?;
     let cluster: Arc<dyn ClusterReport> = match &api {
         Some(api) => Arc::new(NodeReport::new(api.clone(), &pool)),
         None => Arc::new(NoCluster),

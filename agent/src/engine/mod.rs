@@ -30,6 +30,9 @@
 //! | `RebootRequested`, another boot | verify; but if the deployment from before still runs: stage again (the reboot came before ours was requested, or ours lost the staged deployment to a power cut before it was finalized: then once per update) |
 //! | `Verifying` / `NotTaken` | verify (again) |
 //! | `RollingBack` | roll back again (idempotent) |
+//! | `BootFailed` | roll the boot back again: the previous deployment the default (skipped when it is already), files re-applied |
+//! | `RebootingBack`, same boot | request the reboot again |
+//! | `RebootingBack`, another boot | record the failed target, Degraded with the failed check |
 //!
 //! Roll back is applying desired→current with every unit rewritten, after the backups of
 //! every path are re-established ([`backups`]), and removing staged OS changes. Every file
@@ -48,6 +51,10 @@
 //! # Differences from the MCD, on purpose
 //! - The force file skips validation and re-applies everything, but reboots only when the
 //!   plan needs it; it is consumed when the update it started completes.
+//! - After the reboot into an update the node must also pass health checks ([`health`]: the
+//!   units the config enables, the kubelet, `/etc/mco-agent/health.d/`) within a deadline, or
+//!   the boot is rolled back ([`rollback`]): the previous deployment and config, one reboot,
+//!   Degraded with the failed check, the target not applied again by itself. The MCD has none.
 //! - A failed verification after a reboot leaves the node Degraded with what did not take; it
 //!   is never rebooted again automatically (no reboot loops), with one exception: when the
 //!   reboot the agent asked for boots the deployment from before the update (the power was lost
@@ -77,6 +84,7 @@ pub mod backups;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fake;
 pub mod hooks;
+pub mod health;
 pub mod live;
 pub mod observe;
 mod os;
@@ -84,6 +92,7 @@ pub mod policy;
 mod post_actions;
 pub mod record;
 pub mod report;
+pub mod rollback;
 pub mod stale_temps;
 mod start;
 mod steps;
@@ -111,6 +120,7 @@ use crate::rootfs::Root;
 use crate::strategy::Strategy;
 use crate::units::UnitEnablement;
 
+pub use health::{HealthOptions, KubeletProbe};
 pub use observe::{Observation, Observer};
 pub use os::{
     describe as describe_os_changes, running as running_deployment, stage as stage_os_changes,
@@ -118,6 +128,7 @@ pub use os::{
 pub use policy::{ActivePolicy, FixedPolicy, PolicySource};
 pub use record::{Step, UpdateRecord};
 pub use report::{ClusterReport, NoCluster, Reporter, Status};
+pub use rollback::RollbackPlan;
 
 /// Where the kernel says which boot this is.
 pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
@@ -163,6 +174,8 @@ pub struct EngineOptions {
     pub field_prefix: &'static str,
     /// How the administrator's hooks run (timeout, `ansible-playbook`).
     pub hooks: HookOptions,
+    /// The health checks after the reboot into an update ([`health`]).
+    pub health: HealthOptions,
 }
 
 impl Default for EngineOptions {
@@ -176,6 +189,7 @@ impl Default for EngineOptions {
             verify_after_reboot: true,
             field_prefix: "$.spec.config",
             hooks: HookOptions::default(),
+            health: HealthOptions::default(),
         }
     }
 }

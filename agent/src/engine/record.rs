@@ -53,9 +53,22 @@ pub enum Step {
     /// Rolling files, units, users and staged OS changes back to the current config. Restart:
     /// roll back again (idempotent).
     RollingBack,
+    /// A health check failed after the reboot into the update (or an admin ran `mco-agent
+    /// rollback`): the deployment from before the update is made the default again and files,
+    /// units and users go back to the current config. Restart: do it again (idempotent).
+    BootFailed,
+    /// The reboot back into the deployment from before the update is being requested. Restart
+    /// in the same boot: request it again; in another boot: record the failed target, the
+    /// node Degraded with the failed check.
+    RebootingBack,
 }
 
 impl Step {
+    /// A step of rolling a bad boot back (automatically or by hand).
+    pub fn rolls_back_boot(self) -> bool {
+        matches!(self, Step::BootFailed | Step::RebootingBack)
+    }
+
     /// The step's name for logs and the status file.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -67,6 +80,8 @@ impl Step {
             Step::Verifying => "Verifying",
             Step::NotTaken => "NotTaken",
             Step::RollingBack => "RollingBack",
+            Step::BootFailed => "BootFailed",
+            Step::RebootingBack => "RebootingBack",
         }
     }
 }
@@ -111,6 +126,11 @@ pub struct UpdateRecord {
     /// finalized). A second such boot is not retried: the node is Degraded (no reboot loops).
     #[serde(default)]
     pub restaged_after_lost_reboot: bool,
+    /// A boot rollback started by `mco-agent rollback`, not by the daemon: in the boot it was
+    /// started in, only that command drives it (the daemon leaves it alone, so the two never
+    /// run the same step at once).
+    #[serde(default)]
+    pub by_hand: bool,
     /// The boot in which `step` was entered.
     pub boot_id: String,
     /// When the update started (Unix milliseconds).
@@ -151,6 +171,7 @@ impl UpdateRecord {
             os_base: None,
             reboot_requested: false,
             restaged_after_lost_reboot: false,
+            by_hand: false,
             boot_id: boot_id.to_string(),
             started_ms: now_ms(),
             stamped: Vec::new(),

@@ -32,6 +32,22 @@ impl Engine {
                 report.outcome = Outcome::Degraded(format!("{e:#}"));
                 return self.finish(report, now_ms()).await;
             }
+            // `mco-agent rollback` is at work in this boot: it drives its record, not us.
+            Ok(Some(rec))
+                if rec.step.rolls_back_boot() && rec.by_hand && rec.boot_id == self.boot_id =>
+            {
+                let reason = format!(
+                    "{}: waiting for mco-agent rollback and its reboot",
+                    rec.reason.as_deref().unwrap_or("rolling back by hand")
+                );
+                report.outcome = Outcome::Degraded(reason);
+                return self.finish(report, now_ms()).await;
+            }
+            // A bad boot being rolled back is finished first, whatever is desired now: the
+            // next update starts from the rolled-back node.
+            Ok(Some(rec)) if rec.step.rolls_back_boot() => {
+                return self.resume_record(rec).await;
+            }
             Ok(Some(rec)) if !force && same_update(&rec, desired) => {
                 return self.resume_record(rec).await;
             }
@@ -51,6 +67,18 @@ impl Engine {
                 }
             }
             Ok(None) => {}
+        }
+        match self.refuse_failed_target(desired, force) {
+            Ok(None) => {}
+            Ok(Some(reason)) => {
+                tracing::warn!(desired = desired.name(), "{reason}");
+                report.outcome = Outcome::Degraded(reason);
+                return self.finish(report, now_ms()).await;
+            }
+            Err(e) => {
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return self.finish(report, now_ms()).await;
+            }
         }
         let started_ms = now_ms();
         match self.begin(desired, force, &mut report).await {
@@ -428,7 +456,7 @@ impl Engine {
     }
 
     /// Reports the outcome (state, reason, last update) and returns the report.
-    async fn finish(&self, report: UpdateReport, started_ms: u64) -> UpdateReport {
+    pub(crate) async fn finish(&self, report: UpdateReport, started_ms: u64) -> UpdateReport {
         let (result, state) = match &report.outcome {
             Outcome::Done => ("Done", None),
             Outcome::Rebooting => ("Rebooting", None),

@@ -161,6 +161,9 @@ impl Engine {
             Step::RebootRequested => self.request_reboot(rec, ctx).await,
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
+            Step::BootFailed => self.roll_back_boot(rec, ctx).await,
+            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec).await,
+            Step::RebootingBack => self.reboot_back(rec).await,
         }
     }
 
@@ -187,7 +190,10 @@ impl Engine {
         failpoint("engine::drained")
     }
 
-    fn with_units<'a>(&'a self, offline: &'a OfflineUnits<'a>) -> &'a dyn UnitEnablement {
+    pub(crate) fn with_units<'a>(
+        &'a self,
+        offline: &'a OfflineUnits<'a>,
+    ) -> &'a dyn UnitEnablement {
         match &self.seams.units {
             Some(u) => u.as_ref(),
             None => offline,
@@ -347,6 +353,20 @@ impl Engine {
                 config = rec.desired.name(),
                 "the update took: booted deployment, kernel arguments and files match"
             );
+            // a bad boot is rolled back first; then the admin's post-boot hooks
+            if let Err(problems) = self
+                .check_health(rec.desired.name(), &ctx.desired_ign)
+                .await
+            {
+                let reason = format!(
+                    "boot into {} failed: {}",
+                    rec.desired.name(),
+                    problems.join("; ")
+                );
+                tracing::error!(update = rec.describe(), reason, "rolling the boot back");
+                rec.reason = Some(reason);
+                return Next::Step(Step::BootFailed);
+            }
             if let Err(reason) = self.recorded_hooks(rec, &ctx.plan, Phase::PostBoot).await {
                 rec.reason = Some(reason.clone());
                 return Next::Park(Step::NotTaken, Outcome::Degraded(reason));
@@ -369,6 +389,9 @@ impl Engine {
         let name = rec.desired.name();
         if let Err(e) = input::write_current(&self.root, &rec.desired) {
             return Outcome::Degraded(format!("recording the current config {name}: {e:#}"));
+        }
+        if let Err(e) = super::rollback::record_previous(&self.root, rec) {
+            return Outcome::Degraded(format!("recording the config before {name}: {e:#}"));
         }
         if let Err(e) = failpoint("engine::committed") {
             return Outcome::Degraded(format!("{e:#}"));

@@ -10,7 +10,10 @@
 use anyhow::{Result, bail};
 
 use super::record::Step;
-use Step::{Draining, NotTaken, Os, PostActions, RebootRequested, RollingBack, Verifying, Writing};
+use Step::{
+    BootFailed, Draining, NotTaken, Os, PostActions, RebootRequested, RebootingBack, RollingBack,
+    Verifying, Writing,
+};
 
 /// One allowed change of the recorded step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +125,11 @@ pub const TRANSITIONS: &[Transition] = &[
     ),
     t(Some(Verifying), Some(RollingBack), "re-targeted"),
     t(
+        Some(Verifying),
+        Some(BootFailed),
+        "booted as planned, but a health check did not pass within the deadline",
+    ),
+    t(
         Some(NotTaken),
         None,
         "a later verification finds that the update took: committed, Done",
@@ -145,6 +153,21 @@ pub const TRANSITIONS: &[Transition] = &[
         Some(RollingBack),
         Some(RollingBack),
         "re-targeted while rolling back",
+    ),
+    t(
+        None,
+        Some(BootFailed),
+        "`mco-agent rollback`: back to the config (and deployment) before the last update",
+    ),
+    t(
+        Some(BootFailed),
+        Some(RebootingBack),
+        "the previous deployment is the default again, files, units and users are back",
+    ),
+    t(
+        Some(RebootingBack),
+        None,
+        "booted back: the failed target recorded, Degraded with the failed check",
     ),
 ];
 

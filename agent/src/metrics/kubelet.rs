@@ -32,11 +32,10 @@ pub async fn check(client: &reqwest::Client, endpoint: &str) -> Result<String> {
         .with_context(|| format!("reading the answer of {endpoint}"))
 }
 
-/// Checks every `interval` (each check limited to `interval`) until the task is dropped,
-/// keeping `mcd_kubelet_state` up to date.
-pub async fn monitor(endpoint: String, interval: Duration, metrics: Arc<Metrics>) {
+/// An HTTP client for `endpoint`, each request limited to `timeout`.
+fn client(endpoint: &str, timeout: Duration) -> Result<reqwest::Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let builder = reqwest::Client::builder().timeout(interval).no_proxy();
+    let builder = reqwest::Client::builder().timeout(timeout).no_proxy();
     // The kubelet's endpoint is plain HTTP: it needs no trust store, and the system's is loaded
     // only for https (a host without CA certificates would otherwise lose the check).
     let builder = if endpoint.starts_with("http://") {
@@ -44,10 +43,47 @@ pub async fn monitor(endpoint: String, interval: Duration, metrics: Arc<Metrics>
     } else {
         builder
     };
-    let client = match builder.build() {
+    builder.build().context("building the HTTP client")
+}
+
+/// The kubelet's health as the engine's checks after a reboot ask it
+/// ([`crate::engine::health`]): healthy when the endpoint answers `ok`.
+pub struct KubeletHealth {
+    client: reqwest::Client,
+    endpoint: String,
+}
+
+impl KubeletHealth {
+    pub fn new(endpoint: &str, timeout: Duration) -> Result<Self> {
+        Ok(KubeletHealth {
+            client: client(endpoint, timeout)?,
+            endpoint: endpoint.to_string(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::engine::KubeletProbe for KubeletHealth {
+    async fn healthy(&self) -> Result<(), String> {
+        match check(&self.client, &self.endpoint).await {
+            Ok(body) if body.trim() == "ok" => Ok(()),
+            Ok(body) => Err(format!(
+                "{} answered {:?}",
+                self.endpoint,
+                body.trim().chars().take(200).collect::<String>()
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    }
+}
+
+/// Checks every `interval` (each check limited to `interval`) until the task is dropped,
+/// keeping `mcd_kubelet_state` up to date.
+pub async fn monitor(endpoint: String, interval: Duration, metrics: Arc<Metrics>) {
+    let client = match client(&endpoint, interval) {
         Ok(c) => c,
         Err(e) => {
-            let error = format!("{:#}", anyhow::Error::from(e));
+            let error = format!("{e:#}");
             tracing::error!(
                 error,
                 "kubelet health check not started: building the HTTP client"

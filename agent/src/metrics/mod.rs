@@ -14,6 +14,7 @@
 //! | `mco_agent_updates_total{result}` | counter | update runs that ended, by outcome: `Done`, `Rebooting`, `NeedsReboot`, `Degraded`, `Unreconcilable` (a reboot update counts `Rebooting` in the boot that started it and `Done` in the boot that verified it) |
 //! | `mco_agent_update_duration_seconds{result}` | histogram | start to end of updates that ended (`Done`, `Degraded`, `Unreconcilable`), across the reboot of a reboot update |
 //! | `mco_agent_drain_duration_seconds{result}` | histogram | drains, `success` or `failure` |
+//! | `mco_agent_boot_rollbacks_total` | counter | boots rolled back (a failed health check, or `mco-agent rollback`) |
 //!
 //! The text is the OpenMetrics exposition (`# EOF` last), which Prometheus scrapes as is.
 
@@ -58,6 +59,7 @@ pub struct Metrics {
     update_state: Family<Labels, FloatGauge>,
     config_drift: FloatGauge,
     reboots_failed: Counter,
+    boot_rollbacks: Counter,
     pivot_errors: Gauge,
     kubelet_state: Gauge,
     host_os: Family<Labels, Gauge>,
@@ -81,6 +83,7 @@ impl Metrics {
             update_state: Family::default(),
             config_drift: FloatGauge::default(),
             reboots_failed: Counter::default(),
+            boot_rollbacks: Counter::default(),
             pivot_errors: Gauge::default(),
             kubelet_state: Gauge::default(),
             host_os: Family::default(),
@@ -109,6 +112,11 @@ impl Metrics {
             "mcd_reboots_failed",
             "Total number of reboots that failed",
             m.reboots_failed.clone(),
+        );
+        r.register(
+            "mco_agent_boot_rollbacks",
+            "Boots rolled back to the previous deployment and config",
+            m.boot_rollbacks.clone(),
         );
         r.register(
             "mcd_pivot_errors_total",
@@ -177,6 +185,11 @@ impl Metrics {
     /// `mcd_config_drift`: drift was detected now.
     pub fn config_drift(&self) {
         self.config_drift.set(unix_now());
+    }
+
+    /// A boot was rolled back (`mco_agent_boot_rollbacks_total` + 1).
+    pub fn boot_rolled_back(&self) {
+        self.boot_rollbacks.inc();
     }
 
     pub fn reboot_failed(&self) {

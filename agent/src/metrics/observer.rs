@@ -16,6 +16,7 @@ use std::time::Instant;
 use machine_config::mco::events::reason;
 
 use super::Metrics;
+use crate::engine::rollback::BOOT_ROLLED_BACK;
 use crate::engine::{Observation, Observer, Outcome, Step};
 
 /// Feeds [`Metrics`] from what the engine reports.
@@ -101,6 +102,9 @@ impl Observer for MetricsObserver {
             Observation::State { state, reason, .. } => self.metrics.set_state(state, reason),
             Observation::Event { reason, .. } if reason == reason::CONFIG_DRIFT_DETECTED => {
                 self.metrics.config_drift()
+            }
+            Observation::Event { reason, .. } if reason == BOOT_ROLLED_BACK => {
+                self.metrics.boot_rolled_back()
             }
             Observation::Event { .. } => {}
             Observation::Step(step) => self.step(step),

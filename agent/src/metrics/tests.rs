@@ -488,3 +488,27 @@ fn the_kubelet_check_needs_no_ca_store_for_plain_http() {
         }
     });
 }
+
+#[test]
+fn a_rolled_back_boot_is_counted() {
+    use crate::engine::rollback::BOOT_ROLLED_BACK;
+    use crate::engine::{Observation, Observer};
+    let metrics = Arc::new(super::Metrics::new());
+    let observer = super::MetricsObserver::new(metrics.clone());
+    assert!(
+        metrics
+            .encode()
+            .contains("mco_agent_boot_rollbacks_total 0\n")
+    );
+    observer.observe(&Observation::Event {
+        reason: BOOT_ROLLED_BACK,
+        message: "boot into b failed: x; rolled back to a",
+    });
+    assert!(
+        metrics
+            .encode()
+            .contains("mco_agent_boot_rollbacks_total 1\n"),
+        "{}",
+        metrics.encode()
+    );
+}

@@ -33,6 +33,7 @@ pub enum OsCall {
     UpdateDeployment(PackageChange),
     Cleanup(Vec<CleanupTarget>),
     FinalizeDeployment(String),
+    Rollback,
     Resume,
 }
 
@@ -127,14 +128,20 @@ impl FakeOsUpdater {
     }
 
     /// Reboots: a staged deployment is finalized and booted, unless its finalization is
-    /// locked, in which case ostree discards it. Returns whether a new deployment booted.
+    /// locked, in which case ostree discards it; a default deployment that is not the booted
+    /// one (after a rollback) boots. Returns whether a new deployment booted.
     pub fn reboot(&self) -> bool {
         let mut s = self.lock();
         let Some(first) = s.deployments.first().cloned() else {
             return false;
         };
         if !first.staged {
-            return false;
+            if first.booted {
+                return false;
+            }
+            s.deployments.iter_mut().for_each(|d| d.booted = false);
+            s.deployments[0].booted = true;
+            return true;
         }
         s.deployments.remove(0);
         if first.finalization_locked {
@@ -418,6 +425,26 @@ impl OsUpdater for FakeOsUpdater {
             M,
             &[&format!("Finalized deployment; rebooting into {checksum}")],
         ))
+    }
+
+    async fn rollback(&self) -> Result<TransactionOutcome, OsError> {
+        const M: &str = "Rollback";
+        let mut s = self.enter(M, OsCall::Rollback)?;
+        if s.deployments.first().is_some_and(|d| d.staged) {
+            s.deployments.remove(0);
+        }
+        let booted = s.deployments.iter().position(|d| d.booted).unwrap_or(0);
+        let target = if booted > 0 {
+            // A pending deployment in front of the booted one: the booted one goes back on top.
+            booted
+        } else if s.deployments.len() > 1 {
+            1
+        } else {
+            return Err(failed(M, "No rollback deployment found".into()));
+        };
+        let d = s.deployments.remove(target);
+        s.deployments.insert(0, d);
+        Ok(outcome(M, &[]))
     }
 
     async fn resume(&self) -> Result<Option<TransactionOutcome>, OsError> {

@@ -224,3 +224,43 @@ async fn locked_finalization_needs_finalize_deployment() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn rollback_makes_the_previous_deployment_the_default_and_reboots_into_it() {
+    let os = node();
+    let err = os.rollback().await.unwrap_err();
+    assert!(
+        err.to_string().contains("No rollback deployment found"),
+        "{err}"
+    );
+    os.rebase(&OsImage::Registry(NEW.into())).await.unwrap();
+    assert!(os.reboot());
+    let s = os.status().await.unwrap();
+    let (new, old) = (s.deployments[0].clone(), s.deployments[1].clone());
+    assert!(new.booted && new.image_url().as_deref() == Some(NEW));
+    os.rollback().await.unwrap();
+    let s = os.status().await.unwrap();
+    assert_eq!(
+        s.deployments[0].id, old.id,
+        "the previous one is the default"
+    );
+    assert!(s.deployments[1].booted);
+    assert!(os.reboot(), "the default boots");
+    let s = os.status().await.unwrap();
+    assert!(s.deployments[0].booted && s.deployments[0].id == old.id);
+    assert!(!os.reboot(), "nothing new to boot");
+    assert!(os.calls().contains(&OsCall::Rollback));
+}
+
+#[tokio::test]
+async fn rollback_with_a_pending_deployment_puts_the_booted_one_back_on_top() {
+    let os = node();
+    os.rebase(&OsImage::Registry(NEW.into())).await.unwrap();
+    assert!(os.reboot());
+    os.rollback().await.unwrap();
+    // Now the old one is pending in front of the booted new one: rolling back again undoes it.
+    os.rollback().await.unwrap();
+    let s = os.status().await.unwrap();
+    assert!(s.deployments[0].booted);
+    assert_eq!(s.deployments[0].image_url().as_deref(), Some(NEW));
+}

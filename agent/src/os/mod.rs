@@ -89,6 +89,12 @@ pub trait OsUpdater: Send + Sync {
     /// rpm-ostree then reboots the machine.
     async fn finalize_deployment(&self, checksum: &str) -> Result<TransactionOutcome, OsError>;
 
+    /// `rpm-ostree rollback` without rebooting: the rollback deployment (the one after the
+    /// booted one) becomes the default, so the next boot runs it; with no rollback deployment
+    /// but a pending one, the booted deployment goes back on top. A staged deployment is
+    /// dropped. Calling it twice swaps back: callers check the default deployment first.
+    async fn rollback(&self) -> Result<TransactionOutcome, OsError>;
+
     /// Waits for a transaction that is already running (e.g. started before this process
     /// restarted); `None` when there is none.
     async fn resume(&self) -> Result<Option<TransactionOutcome>, OsError>;

@@ -4,6 +4,7 @@
 
 mod backups;
 mod hooks;
+mod boot_rollback;
 mod locked;
 mod progress;
 mod reboot;
@@ -85,8 +86,14 @@ impl Node {
     }
 
     pub fn engine_with(&self, seams: Seams) -> Engine {
+        self.engine_opts(seams, super::HealthOptions::default())
+    }
+
+    /// A freshly started agent whose health checks run with `health`.
+    pub fn engine_opts(&self, seams: Seams, health: super::HealthOptions) -> Engine {
         let opts = EngineOptions {
             boot_id_file: self.boot_file.clone(),
+            health,
             ..EngineOptions::default()
         };
         Engine::new(

@@ -18,11 +18,13 @@ fn all_steps() -> Vec<Step> {
         Verifying,
         NotTaken,
         RollingBack,
+        BootFailed,
+        RebootingBack,
     ];
     for step in all {
         match step {
             Draining | Writing | Os | PostActions | RebootRequested | Verifying | NotTaken
-            | RollingBack => {}
+            | RollingBack | BootFailed | RebootingBack => {}
         }
     }
     all.to_vec()

@@ -298,6 +298,11 @@ impl OsUpdater for DbusOsUpdater {
         self.transact(&os, Request::Finalize { checksum }).await
     }
 
+    async fn rollback(&self) -> Result<TransactionOutcome, OsError> {
+        let os = self.os().await?;
+        self.transact(&os, Request::Rollback).await
+    }
+
     async fn resume(&self) -> Result<Option<TransactionOutcome>, OsError> {
         let address = self
             .sysroot

@@ -73,6 +73,8 @@ pub trait Os {
 
     fn finalize_deployment(&self, options: Options<'_>) -> zbus::Result<String>;
 
+    fn rollback(&self, options: Options<'_>) -> zbus::Result<String>;
+
     #[zbus(property)]
     fn name(&self) -> zbus::Result<String>;
 }

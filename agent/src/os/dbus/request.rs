@@ -25,6 +25,7 @@ pub(super) enum Request<'a> {
     Finalize {
         checksum: &'a str,
     },
+    Rollback,
 }
 
 impl Request<'_> {
@@ -37,6 +38,7 @@ impl Request<'_> {
             Request::Packages(_) => "UpdateDeployment",
             Request::Cleanup(_) => "Cleanup",
             Request::Finalize { .. } => "FinalizeDeployment",
+            Request::Rollback => "Rollback",
         }
     }
 }
@@ -132,6 +134,8 @@ impl DbusOsUpdater {
                 ]);
                 os.finalize_deployment(opts).await
             }
+            // No `reboot` option: the agent reboots through its Rebooter, after the files.
+            Request::Rollback => os.rollback(Options::new()).await,
         };
         reply.map_err(|e| OsError::call(method, e))
     }

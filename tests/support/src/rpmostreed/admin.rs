@@ -1,10 +1,10 @@
-//! `Cleanup` and `FinalizeDeployment`.
+//! `Cleanup`, `FinalizeDeployment` and `Rollback`.
 
 use std::path::PathBuf;
 
 use ostree::gio;
 
-use super::ops::{CleanupOp, Context, FinalizeOp, Outcome};
+use super::ops::{CleanupOp, Context, FinalizeOp, Outcome, RollbackOp};
 use super::snapshot::STAGED_LOCKED_PATH;
 
 pub(super) fn cleanup(ctx: &Context<'_>, op: &CleanupOp) -> Result<(), String> {
@@ -92,4 +92,46 @@ pub(super) fn finalize(ctx: &Context<'_>, op: &FinalizeOp) -> Result<Outcome, St
     ctx.progress
         .message(&format!("Finalized deployment; rebooting into {checksum}"));
     Ok(Outcome { reboot: true })
+}
+
+/// rpm-ostree's rollback: the deployment after the anchor (the booted one; on a sysroot that is
+/// not booted, libostree's merge deployment, as for `Cleanup`) becomes the first; with none, but
+/// a pending one in front of the anchor, the anchor goes back on top. A staged deployment is
+/// left out of the new list, which makes libostree drop it, as rpm-ostree does.
+pub(super) fn rollback(ctx: &Context<'_>, op: &RollbackOp) -> Result<Outcome, String> {
+    let sysroot = ctx.sysroot;
+    let all: Vec<_> = sysroot
+        .deployments()
+        .into_iter()
+        .filter(|d| !d.is_staged())
+        .collect();
+    let anchor = sysroot
+        .booted_deployment()
+        .or_else(|| sysroot.merge_deployment(Some(ctx.osname)))
+        .ok_or_else(|| "No booted deployment".to_string())?;
+    let at = all
+        .iter()
+        .position(|d| d.equal(&anchor))
+        .ok_or_else(|| "The booted deployment is not in the list".to_string())?;
+    let same_os = |d: &&ostree::Deployment| d.osname() == ctx.osname;
+    let pending = all[..at].iter().find(same_os).is_some();
+    let target = match all[at + 1..].iter().find(same_os) {
+        Some(d) => d.clone(),
+        None if pending => anchor.clone(),
+        None => return Err("No rollback deployment found".into()),
+    };
+    let mut new = vec![target.clone()];
+    new.extend(all.iter().filter(|d| !d.equal(&target)).cloned());
+    let opts = ostree::SysrootWriteDeploymentsOpts {
+        do_postclean: false,
+    };
+    sysroot
+        .write_deployments_with_options(&new, &opts, gio::Cancellable::NONE)
+        .map_err(|e| e.to_string())?;
+    ctx.progress.message(&format!(
+        "Moving '{}.{}' to be first deployment",
+        target.csum(),
+        target.deployserial()
+    ));
+    Ok(Outcome { reboot: op.reboot })
 }

@@ -9,7 +9,7 @@
 //!   `Reload`, `ReloadConfig`, `GetOS`; properties `Booted`, `Path`, `ActiveTransaction`,
 //!   `ActiveTransactionPath`, `AutomaticUpdatePolicy`, `Deployments`.
 //! - `OS` at `/org/projectatomic/rpmostree1/<os>`: `KernelArgs`, `Rebase`, `UpdateDeployment`,
-//!   `Cleanup`, `FinalizeDeployment` (each returns a transaction address),
+//!   `Cleanup`, `FinalizeDeployment`, `Rollback` (each returns a transaction address),
 //!   `GetDeploymentBootConfig`; properties `BootedDeployment`, `DefaultDeployment`,
 //!   `RollbackDeployment`, `Name`, `CachedUpdate`, `HasCachedUpdateRpmDiff`.
 //! - One transaction at a time: a different call while one is active fails with rpm-ostreed's

@@ -31,6 +31,7 @@ pub enum Operation {
     Deploy(DeployOp),
     Cleanup(CleanupOp),
     Finalize(FinalizeOp),
+    Rollback(RollbackOp),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -70,6 +71,12 @@ pub struct CleanupOp {
     pub pending: bool,
     pub rollback: bool,
     pub repomd: bool,
+}
+
+/// `Rollback`: its only option is `reboot`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RollbackOp {
+    pub reboot: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -148,6 +155,7 @@ pub fn run(ctx: &Context<'_>, op: &Operation) -> Result<Outcome, String> {
         Operation::Deploy(d) => deploy(ctx, d),
         Operation::Cleanup(c) => admin::cleanup(ctx, c).map(|()| Outcome::default()),
         Operation::Finalize(f) => admin::finalize(ctx, f),
+        Operation::Rollback(r) => admin::rollback(ctx, r),
     }
 }
 

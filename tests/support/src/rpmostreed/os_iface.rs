@@ -13,7 +13,7 @@ use zbus::zvariant::OwnedValue;
 
 use super::daemon::{Shared, os_object_path};
 use super::error::{DaemonError, VarDict, opt_bool, opt_str, opt_strv};
-use super::ops::{CleanupOp, DeployOp, FinalizeOp, KargsOp, Operation};
+use super::ops::{CleanupOp, DeployOp, FinalizeOp, KargsOp, Operation, RollbackOp};
 use super::snapshot::DeploymentSnapshot;
 use super::txn::TxnRequest;
 
@@ -263,6 +263,25 @@ impl OsIface {
             .snapshot()
             .await?
             .boot_config(&self.osname, &deployid, is_pending)
+    }
+
+    /// Makes the rollback deployment the default (`reboot`: then reboots, through logind).
+    async fn rollback(
+        &self,
+        options: VarDict,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<String, DaemonError> {
+        let op = RollbackOp {
+            reboot: opt_bool(&options, "reboot", false)?,
+        };
+        self.begin(
+            &hdr,
+            "Rollback",
+            fingerprint_dict(&options),
+            "rollback".into(),
+            Operation::Rollback(op),
+        )
+        .await
     }
 
     /// Unlocks a staged deployment made with `lock-finalization` and reboots (through logind).

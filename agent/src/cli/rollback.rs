@@ -1,0 +1,130 @@
+//! `mco-agent rollback`: back to the config (and, when the last update changed the OS, the
+//! deployment) the node was in before its last completed update, with one reboot; what the
+//! agent does by itself when the boot into an update fails its health checks. It prints what
+//! it will do and asks, unless `--yes`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+
+use super::EXIT_FAILURE;
+use crate::engine::live::{self, SeamOptions};
+use crate::engine::{Engine, EngineOptions, NoCluster, Outcome};
+use crate::rootfs::Root;
+
+/// Arguments of `rollback`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Root directory of the node.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// Do not ask: roll back.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Do not reboot: the rollback is finished by the agent after the next boot.
+    #[arg(long)]
+    pub skip_reboot: bool,
+    /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
+    #[arg(long, hide = true)]
+    pub boot_id_file: Option<PathBuf>,
+}
+
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(roll_back(args))
+}
+
+async fn roll_back(args: &Args) -> Result<ExitCode> {
+    let live = live::is_host_root(&args.root);
+    let root = crate::host::selinux::label_files(Root::open(&args.root)?, live);
+    let no_reboot = if args.skip_reboot {
+        Some("--skip-reboot".to_string())
+    } else if !live {
+        Some("an alternate root is never rebooted".to_string())
+    } else {
+        None
+    };
+    let seams = live::connect(
+        &args.root,
+        &SeamOptions {
+            live,
+            skip_os: false,
+            no_reboot,
+            lock_finalization: false,
+        },
+    )
+    .await?;
+    let mut opts = EngineOptions::default();
+    if let Some(f) = &args.boot_id_file {
+        opts.boot_id_file = f.clone();
+    }
+    let engine = Engine::new(root, seams, opts, Arc::new(NoCluster))?;
+    if let Some(rec) = engine.pending()?
+        && rec.by_hand
+        && rec.step.rolls_back_boot()
+        && rec.boot_id == engine.boot_id()
+    {
+        // An earlier `rollback` of this boot was interrupted: finish it.
+        println!(
+            "Resuming the rollback from {} to {} (step {}).",
+            rec.desired.name(),
+            rec.current.name(),
+            rec.step
+        );
+        let to = rec.current.name().to_string();
+        let report = engine.resume().await;
+        return ended(report.map(|r| r.outcome), &to, &engine);
+    }
+    let plan = engine.rollback_plan()?;
+    println!(
+        "Rolling back from {} to {}:",
+        plan.from.name(),
+        plan.to.name()
+    );
+    for line in plan.describe() {
+        println!("  - {line}");
+    }
+    if !args.yes && !confirm()? {
+        println!("Nothing was changed.");
+        return Ok(ExitCode::from(EXIT_FAILURE));
+    }
+    let report = engine.roll_back_by_hand(&plan).await;
+    ended(Some(report.outcome), plan.to.name(), &engine)
+}
+
+/// What the rollback ended with, said.
+fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode> {
+    match outcome.unwrap_or(Outcome::Done) {
+        Outcome::Rebooting => {
+            println!("Rolled back; rebooting into {to}.");
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::NeedsReboot => {
+            println!(
+                "Rolled back; reboot the node to finish ({}).",
+                engine.seams().no_reboot
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::Degraded(reason) => bail!("{reason}"),
+        other => bail!("rolling back ended with {other:?}"),
+    }
+}
+
+/// Asks on the terminal; refuses to guess without one.
+fn confirm() -> Result<bool> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        bail!("not rolling back without a terminal to ask on: pass --yes");
+    }
+    print!("Roll back and reboot? [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}

@@ -1,0 +1,436 @@
+//! Rolling a bad boot back: after the reboot into an update, a health check that does not pass
+//! within its deadline ([`super::health`]) sends the update to [`Step::BootFailed`]: the
+//! deployment from before the update becomes the default again (rpm-ostree's `Rollback`),
+//! files, units and users go back to the current config, and the node reboots once
+//! ([`Step::RebootingBack`]). Once it has booted back, the node is Degraded with the failed
+//! check (`boot into B failed: …; rolled back to A`) and the failed target is recorded
+//! ([`FAILED_TARGET`]): the agent never applies that same config again by itself (no boot
+//! loop) until the desired config changes, the force file is created, or an admin runs
+//! `mco-agent rollback`.
+//!
+//! `mco-agent rollback` does the same by hand ([`Engine::rollback_plan`],
+//! [`Engine::roll_back_by_hand`]): it returns to the config the node was in before its last
+//! completed update ([`PREVIOUS_CONFIG`], written at every commit) and, when that update changed
+//! the OS, to the deployment it ran then.
+//!
+//! Every step is recorded before it acts and is idempotent: the OS rollback is skipped when the
+//! deployment to return to is already the default (a second `Rollback` would swap back), the
+//! files are re-applied over whatever a kill left.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use machine_config::MachineConfig;
+use serde::{Deserialize, Serialize};
+
+use super::record::{self, Step, UpdateRecord, now_ms};
+use super::steps::{Ctx, Next};
+use super::{Engine, Outcome, backups, os, transitions};
+use crate::apply::{ApplyOptions, apply};
+use crate::failpoints::failpoint;
+use crate::input;
+use crate::rootfs::{Owner, Root};
+use crate::units::OfflineUnits;
+
+/// The config a bad boot was rolled back from, inside the root: not applied again by itself.
+pub const FAILED_TARGET: &str = "/etc/machine-config-daemon/mco-agent-failed-target.json";
+/// The config the node was in before its last completed update, inside the root.
+pub const PREVIOUS_CONFIG: &str = "/etc/machine-config-daemon/mco-agent-previous.json";
+/// The event of a rolled-back boot (ours; the MCD has none).
+pub const BOOT_ROLLED_BACK: &str = "BootRolledBack";
+
+/// A target the node was rolled back from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedTarget {
+    /// The config that failed (compared in full with a new desired config).
+    pub config: MachineConfig,
+    /// The node's Degraded reason.
+    pub reason: String,
+    /// When it was rolled back (Unix milliseconds).
+    pub at_ms: u64,
+}
+
+/// The config before the last completed update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreviousConfig {
+    /// The config to return to.
+    pub config: MachineConfig,
+    /// The config the update went to (what `currentconfig` must still say).
+    pub updated_to: String,
+    /// The deployment the node ran before the update, when the update changed the OS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(root: &Root, path: &str) -> Result<Option<T>> {
+    let Some(bytes) = root.read(Path::new(path))? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .with_context(|| format!("{}: unreadable", root.host_path(Path::new(path)).display()))
+}
+
+fn write_json<T: Serialize>(root: &Root, path: &str, value: &T) -> Result<()> {
+    let json = serde_json::to_vec(value).context("serializing")?;
+    root.write_atomic(Path::new(path), &json, 0o600, Owner::ROOT)
+        .with_context(|| format!("writing {path}"))
+}
+
+fn remove(root: &Root, path: &str) -> Result<()> {
+    root.remove_file(Path::new(path))
+        .with_context(|| format!("removing {path}"))?;
+    Ok(())
+}
+
+/// The recorded failed target, if any.
+pub fn failed_target(root: &Root) -> Result<Option<FailedTarget>> {
+    read_json(root, FAILED_TARGET)
+}
+
+/// The recorded previous config, if any.
+pub fn previous_config(root: &Root) -> Result<Option<PreviousConfig>> {
+    read_json(root, PREVIOUS_CONFIG)
+}
+
+/// Records the config before the update `rec` completes (nothing for a first application:
+/// there is no config to return to).
+pub(crate) fn record_previous(root: &Root, rec: &UpdateRecord) -> Result<()> {
+    if rec.first_application {
+        return remove(root, PREVIOUS_CONFIG);
+    }
+    if rec.current.name() == rec.desired.name() {
+        // The same config again (the force file, a re-apply): nothing new to go back from.
+        return Ok(());
+    }
+    let previous = PreviousConfig {
+        config: rec.current.clone(),
+        updated_to: rec.desired.name().to_string(),
+        deployment: rec.os_base.clone().filter(|_| rec.os_staged),
+    };
+    write_json(root, PREVIOUS_CONFIG, &previous)
+}
+
+/// What `mco-agent rollback` will do.
+#[derive(Clone, Debug)]
+pub struct RollbackPlan {
+    /// The config the node is in.
+    pub from: MachineConfig,
+    /// The config it returns to.
+    pub to: MachineConfig,
+    /// The deployment it reboots into (`None`: the OS stays as it is).
+    pub deployment: Option<String>,
+}
+
+impl RollbackPlan {
+    /// What will be done, one line each.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "files, units and users from {} back to {}",
+            self.from.name(),
+            self.to.name()
+        )];
+        match &self.deployment {
+            Some(d) => out.push(format!(
+                "the OS back to deployment {d} (rpm-ostree rollback)"
+            )),
+            None => out.push("the OS stays as it is (the last update did not change it)".into()),
+        }
+        out.push("one reboot; then the node is Degraded until the desired config changes".into());
+        out
+    }
+}
+
+impl Engine {
+    /// What `mco-agent rollback` would do; an error saying why it cannot.
+    pub fn rollback_plan(&self) -> Result<RollbackPlan> {
+        if let Some(rec) = self.pending()? {
+            bail!(
+                "an update is in progress ({}, at step {}): wait for it to end (the force file \
+                 or a new desired config recovers an update that did not take)",
+                rec.describe(),
+                rec.step
+            );
+        }
+        let current = input::read_current(&self.root)?
+            .context("no current config is recorded: nothing to roll back")?;
+        let previous = previous_config(&self.root)?.context(
+            "no previous config is recorded: the agent records one when it completes an update",
+        )?;
+        if previous.updated_to != current.machine_config.name() {
+            bail!(
+                "the previous config recorded ({}) is from the update to {}, but the node is in {}",
+                previous.config.name(),
+                previous.updated_to,
+                current.machine_config.name()
+            );
+        }
+        if previous.deployment.is_some() && self.seams.os.is_none() {
+            bail!(
+                "the last update changed the OS, and rolling it back needs rpm-ostree: {}",
+                self.seams.os_unavailable
+            );
+        }
+        Ok(RollbackPlan {
+            from: current.machine_config,
+            to: previous.config,
+            deployment: previous.deployment,
+        })
+    }
+
+    /// Rolls back by hand as `plan` says: recorded at [`Step::BootFailed`], then the same steps
+    /// as an automatic rollback.
+    pub async fn roll_back_by_hand(&self, plan: &RollbackPlan) -> super::UpdateReport {
+        let mut report = super::UpdateReport::new(plan.from.name(), plan.to.name());
+        let started = record::now_ms();
+        let mut rec = UpdateRecord::new(
+            plan.to.clone(),
+            plan.from.clone(),
+            Step::BootFailed,
+            &self.boot_id,
+        );
+        rec.reboot = true;
+        rec.by_hand = true;
+        rec.os_staged = plan.deployment.is_some();
+        rec.os_base = plan.deployment.clone();
+        rec.reason = Some(format!(
+            "rolled back by hand from {} (mco-agent rollback)",
+            plan.from.name()
+        ));
+        let prepared = (|| -> Result<Ctx> {
+            let ctx = self.context(&rec, report.clone())?;
+            // The apply goes from `from` to `to`: back up what `to` writes that `from` does not.
+            backups::prepare(&self.root, &mut rec, &ctx.desired_ign, &ctx.current_ign)?;
+            transitions::check(None, Some(Step::BootFailed))?;
+            record::store(&self.root, &rec)?;
+            Ok(ctx)
+        })();
+        let ctx = match prepared {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                report.outcome = Outcome::Degraded(format!("{e:#}"));
+                return report;
+            }
+        };
+        tracing::warn!(
+            from = plan.from.name(),
+            to = plan.to.name(),
+            deployment = plan.deployment,
+            "rolling back by hand"
+        );
+        self.reporter.step(
+            &self.root,
+            Some(Step::BootFailed.as_str()),
+            &format!("rollback {}", rec.describe()),
+        );
+        let report = self.drive(rec, ctx).await;
+        self.finish(report, started).await
+    }
+
+    /// [`Step::BootFailed`]: the previous deployment as the default, files back.
+    pub(crate) async fn roll_back_boot(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Next {
+        match self.undo_boot(rec, ctx).await {
+            Ok(()) => Next::Step(Step::RebootingBack),
+            Err(e) => Next::Finish(Outcome::Degraded(format!(
+                "{}; rolling back to {} failed, will retry: {e:#}",
+                rec.reason.as_deref().unwrap_or("rolling back"),
+                rec.current.name()
+            ))),
+        }
+    }
+
+    async fn undo_boot(&self, rec: &UpdateRecord, ctx: &Ctx) -> Result<()> {
+        failpoint("engine::boot-failed")?;
+        if rec.os_staged {
+            let base = rec.os_base.as_deref().with_context(|| {
+                "the deployment from before the update was not recorded: cannot roll the OS back"
+            })?;
+            let os = self.seams.os.as_ref().with_context(|| {
+                format!(
+                    "rolling the OS back needs rpm-ostree: {}",
+                    self.seams.os_unavailable
+                )
+            })?;
+            if let Err(e) = os.resume().await {
+                tracing::warn!(error = %e, "waiting for a running transaction before the rollback");
+            }
+            let status = os.status().await.context("reading the deployments")?;
+            let default = status.deployments.iter().find(|d| !d.staged);
+            if default.is_some_and(|d| d.id == base) && status.staged().is_none() {
+                tracing::info!(
+                    deployment = base,
+                    "the previous deployment is already the default"
+                );
+            } else {
+                if !status.deployments.iter().any(|d| d.id == base) {
+                    bail!("the deployment from before the update ({base}) is gone");
+                }
+                os.rollback()
+                    .await
+                    .context("making the previous deployment the default (rpm-ostree rollback)")?;
+                let status = os.status().await.context("reading the deployments")?;
+                let now = status
+                    .deployments
+                    .iter()
+                    .find(|d| !d.staged)
+                    .map_or("nothing", |d| d.id.as_str());
+                if now != base {
+                    bail!("rpm-ostree rollback made {now} the default, not {base}");
+                }
+                tracing::warn!(
+                    deployment = base,
+                    "the previous deployment is the default again"
+                );
+            }
+        }
+        failpoint("engine::boot-os-rolled-back")?;
+        backups::restore_stamps(&self.root, rec)?;
+        let options = ApplyOptions {
+            field_prefix: self.opts.field_prefix,
+            write_all: true,
+            first_application: false,
+        };
+        let offline = OfflineUnits::new(&self.root);
+        apply(
+            &self.root,
+            &ctx.desired_ign,
+            &ctx.current_ign,
+            &options,
+            self.with_units(&offline),
+        )
+        .await
+        .with_context(|| format!("re-applying {}", rec.current.name()))?;
+        self.root
+            .sync()
+            .context("syncing what the rollback wrote")?;
+        failpoint("engine::boot-files-rolled-back")
+    }
+
+    /// [`Step::RebootingBack`] in the boot that rolled back: reboot.
+    pub(crate) async fn reboot_back(&self, rec: &mut UpdateRecord) -> Next {
+        if let Err(e) = failpoint("engine::reboot-back-recorded") {
+            return Next::Finish(Outcome::Degraded(format!("{e:#}")));
+        }
+        let Some(rebooter) = &self.seams.rebooter else {
+            tracing::warn!(config = rec.current.name(), why = %self.seams.no_reboot, "the node needs a reboot to finish rolling back");
+            self.reporter
+                .update_status(&self.root, |s| s.needs_reboot = true);
+            return Next::Finish(Outcome::NeedsReboot);
+        };
+        let reason = format!(
+            "Node will reboot back into config {} after {}",
+            rec.current.name(),
+            rec.reason.as_deref().unwrap_or("a rollback")
+        );
+        self.reporter
+            .event(machine_config::mco::events::reason::REBOOT, &reason)
+            .await;
+        rec.reboot_requested = true;
+        if let Err(e) = record::store(&self.root, rec) {
+            return Next::Finish(Outcome::Degraded(format!("{e:#}")));
+        }
+        match rebooter.reboot(&reason).await {
+            Ok(()) => Next::Finish(Outcome::Rebooting),
+            Err(e) => Next::Finish(Outcome::Degraded(format!(
+                "{}; the reboot back into {} failed, will retry: {e}",
+                rec.reason.as_deref().unwrap_or("rolling back"),
+                rec.current.name()
+            ))),
+        }
+    }
+
+    /// [`Step::RebootingBack`] in a later boot: check, record the failed target, Degraded.
+    pub(crate) async fn rolled_back(&self, rec: &UpdateRecord) -> Next {
+        let mut reason = format!(
+            "{}; rolled back to {}",
+            rec.reason.as_deref().unwrap_or("rolled back"),
+            rec.current.name()
+        );
+        if rec.os_staged
+            && let (Some(base), Some(os)) = (&rec.os_base, &self.seams.os)
+        {
+            match os::running(os.as_ref()).await {
+                Ok(d) if d.id == *base => {}
+                Ok(d) => reason.push_str(&format!(
+                    "; but the node booted {} instead of the previous deployment {base}",
+                    d.id
+                )),
+                Err(e) => reason.push_str(&format!("; the booted deployment is unknown: {e:#}")),
+            }
+        }
+        // By hand, `currentconfig` (and the Node's `currentConfig`) said the config rolled
+        // back from; automatically it never stopped saying the one rolled back to.
+        let was_current = input::read_current(&self.root)
+            .ok()
+            .flatten()
+            .map(|c| c.machine_config.name().to_string());
+        let failed = FailedTarget {
+            config: rec.desired.clone(),
+            reason: reason.clone(),
+            at_ms: now_ms(),
+        };
+        let done = input::write_current(&self.root, &rec.current)
+            .and_then(|()| write_json(&self.root, FAILED_TARGET, &failed))
+            .and_then(|()| remove(&self.root, PREVIOUS_CONFIG))
+            .and_then(|()| failpoint("engine::rolled-back-boot"))
+            .and_then(|()| transitions::check(Some(Step::RebootingBack), None))
+            .and_then(|()| record::clear(&self.root));
+        if let Err(e) = done {
+            return Next::Finish(Outcome::Degraded(format!("{reason}; {e:#}")));
+        }
+        self.reporter.step(&self.root, None, "");
+        if was_current.as_deref() != Some(rec.current.name()) {
+            // The MCD's SetDone is the only report of `currentConfig`; Degraded follows.
+            self.reporter.done(&self.root, rec.current.name()).await;
+        }
+        if let Err(e) = self.reporter.cluster().rebooting(false).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not clear the reboot on the node");
+        }
+        tracing::error!(
+            failed = rec.desired.name(),
+            current = rec.current.name(),
+            reason,
+            "rolled back a bad boot; the failed config is not applied again until the desired config changes, the force file is created or an admin asks"
+        );
+        self.reporter.event(BOOT_ROLLED_BACK, &reason).await;
+        self.reporter.update_status(&self.root, |s| {
+            s.current = Some(rec.current.name().to_string());
+            s.needs_reboot = false;
+        });
+        Next::Finish(Outcome::Degraded(reason))
+    }
+
+    /// The guard against boot loops: `Some(reason)` when `desired` is the target a bad boot was
+    /// rolled back from and nothing says to try it again. A changed desired config or the force
+    /// file (`force`) forgets the failed target.
+    pub(crate) fn refuse_failed_target(
+        &self,
+        desired: &MachineConfig,
+        force: bool,
+    ) -> Result<Option<String>> {
+        let Some(failed) = failed_target(&self.root)? else {
+            return Ok(None);
+        };
+        // Name and spec: the object's metadata (resourceVersion, annotations) may change without
+        // the config changing.
+        if !force && failed.config.name() == desired.name() && failed.config.spec == desired.spec {
+            return Ok(Some(format!(
+                "{} (not applied again until the desired config changes or the force file is created)",
+                failed.reason
+            )));
+        }
+        tracing::info!(
+            failed = failed.config.name(),
+            desired = desired.name(),
+            force,
+            "forgetting the failed target: {}",
+            if force {
+                "the force file is present"
+            } else {
+                "the desired config changed"
+            }
+        );
+        remove(&self.root, FAILED_TARGET)?;
+        Ok(None)
+    }
+}
