@@ -83,8 +83,8 @@
 pub mod backups;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fake;
-pub mod hooks;
 pub mod health;
+pub mod hooks;
 pub mod live;
 pub mod observe;
 mod os;

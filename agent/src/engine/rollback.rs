@@ -381,7 +381,10 @@ impl Engine {
         self.reporter.step(&self.root, None, "");
         if was_current.as_deref() != Some(rec.current.name()) {
             // The MCD's SetDone is the only report of `currentConfig`; Degraded follows.
-            self.reporter.done(&self.root, rec.current.name()).await;
+            let image = machine_config::mco::image::layered_image(&rec.current);
+            self.reporter
+                .done(&self.root, rec.current.name(), image)
+                .await;
         }
         if let Err(e) = self.reporter.cluster().rebooting(false).await {
             tracing::warn!(error = %format!("{e:#}"), "could not clear the reboot on the node");

@@ -3,8 +3,8 @@
 //! rpm-ostree booting its staged deployment plus a new boot id.
 
 mod backups;
-mod hooks;
 mod boot_rollback;
+mod hooks;
 mod locked;
 mod progress;
 mod reboot;
