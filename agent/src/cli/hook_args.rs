@@ -9,7 +9,7 @@ use crate::hooks::HookOptions;
 /// How hooks run.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HookArgs {
-    /// How long one hook of /etc/mco-agent/hooks.d/<phase>/ may run (e.g. `10m`, `30s`); then
+    /// How long one hook of /etc/mco-agent/hooks.d/PHASE/ may run (e.g. `10m`, `30s`); then
     /// it is killed with every process it started, and it has failed.
     #[arg(
         long,

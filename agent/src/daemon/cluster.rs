@@ -18,7 +18,7 @@ use machine_config::mco::annotations::{
     REASON, STATE,
 };
 use machine_config::mco::node_conditions::Progress;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::source::ConfigSource;
 use crate::cluster::{NodeApi, mcn};
@@ -32,6 +32,8 @@ enum Write {
     Event(String, String),
     PostConfigAction(&'static str),
     Progress(Progress),
+    /// Answered once every write queued before it has been done.
+    Flush(oneshot::Sender<()>),
 }
 
 /// [`ClusterReport`] over a [`NodeApi`].
@@ -50,6 +52,7 @@ impl NodeReport {
         tokio::spawn(async move {
             while let Some(w) = queue.recv().await {
                 let result = match &w {
+                    Write::Flush(_) => Ok(()),
                     Write::Report(state, reason) => writer.report(*state, reason).await,
                     Write::SetDone(config, image) => {
                         writer
@@ -68,6 +71,9 @@ impl NodeReport {
                 };
                 if let Err(e) = result {
                     tracing::warn!(write = ?w, error = %e, "a node write failed for good");
+                }
+                if let Write::Flush(done) = w {
+                    let _ = done.send(());
                 }
             }
         });
@@ -108,6 +114,16 @@ impl ClusterReport for NodeReport {
 
     async fn progress(&self, progress: Progress) -> Result<()> {
         self.queue(Write::Progress(progress))
+    }
+
+    async fn flush(&self, timeout: std::time::Duration) -> Result<()> {
+        let (done, landed) = oneshot::channel();
+        self.queue(Write::Flush(done))?;
+        match tokio::time::timeout(timeout, landed).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => bail!("the node writer stopped"),
+            Err(_) => bail!("the node's writes did not land within {timeout:?}"),
+        }
     }
 
     fn node_name(&self) -> Option<&str> {

@@ -39,6 +39,12 @@ pub trait ClusterReport: Send + Sync {
     async fn rebooting(&self, _rebooting: bool) -> Result<()> {
         Ok(())
     }
+    /// Waits (at most `timeout`) until every write queued before it has landed: before a
+    /// reboot, so that the node's annotations, events and MachineConfigNode say what happened
+    /// before the process goes away.
+    async fn flush(&self, _timeout: std::time::Duration) -> Result<()> {
+        Ok(())
+    }
     /// The update reached `progress` (the MachineConfigNode's conditions). Never blocks the
     /// update: the annotations are the source of truth.
     async fn progress(&self, _progress: Progress) -> Result<()> {

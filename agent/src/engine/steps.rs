@@ -42,6 +42,10 @@ pub(crate) enum Next {
     Finish(Outcome),
 }
 
+/// How long a reboot waits for the node's queued writes (annotations, events, the
+/// MachineConfigNode) to land: the API server may be down, and the reboot must not wait on it.
+const REBOOT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Engine {
     /// The plan's inputs under `policy`.
     pub(crate) fn plan_options(&self, policy: &ActivePolicy) -> PolicyOptions {
@@ -299,6 +303,11 @@ impl Engine {
             return Next::Finish(Outcome::Degraded(reason));
         }
         let Some(rebooter) = &self.seams.rebooter else {
+            // Whoever reboots the node (an admin after `--skip-reboot`) finds what the node
+            // says about this update landed.
+            if let Err(e) = self.reporter.cluster().flush(REBOOT_FLUSH_TIMEOUT).await {
+                tracing::warn!(error = %format!("{e:#}"), "node writes still queued");
+            }
             tracing::info!(config = rec.desired.name(), why = %self.seams.no_reboot, "the node needs a reboot to finish the update");
             if !self.opts.verify_after_reboot {
                 // No boot of this root can be observed: the update is complete as written.
@@ -330,6 +339,11 @@ impl Engine {
         rec.reboot_requested = true;
         if let Err(e) = record::store(&self.root, rec) {
             return fail(rec, format!("{e:#}"));
+        }
+        // What the node says about this update lands before the process goes away (the
+        // writes are queued; a reboot would lose those still in the queue).
+        if let Err(e) = self.reporter.cluster().flush(REBOOT_FLUSH_TIMEOUT).await {
+            tracing::warn!(error = %format!("{e:#}"), "rebooting with node writes still queued");
         }
         match rebooter.reboot(&reason).await {
             Ok(()) => match failpoint("engine::reboot-requested") {

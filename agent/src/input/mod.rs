@@ -40,7 +40,7 @@ impl LoadedConfig {
     }
 
     /// [`Self::from_bytes`] taking the bytes: a JSON document is kept as the one copy of its
-    /// sources (each file's contents a span of it, see [`read_document`]).
+    /// sources (each file's contents a span of it, see `read_document`).
     pub fn from_vec(path: &Path, bytes: Vec<u8>) -> Result<Self> {
         let (value, sources) = read_document(bytes)?;
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();

@@ -71,7 +71,7 @@ async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> an
             anyhow::ensure!(
                 condition_status(&mcn, kind) == Some("False")
                     && message(&mcn, kind) == during(what),
-                "{node} {kind}: {:?} {:?}",
+                "{node} {kind}: {:?} {:?}\n{mcn:#}",
                 condition_status(&mcn, kind),
                 message(&mcn, kind)
             );

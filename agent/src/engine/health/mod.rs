@@ -1,6 +1,6 @@
 //! Health checks after the reboot into an update, before it is committed: what Zincati and
 //! greenboot users expect of a node that boots a new OS. Once the booted deployment, kernel
-//! arguments and files are verified ([`super::verify`]), the node must also be healthy:
+//! arguments and files are verified (`engine::verify`), the node must also be healthy:
 //!
 //! - every unit the config enables is loaded and has not failed ([`Systemd`]): `active` or
 //!   `inactive` passes (a oneshot that ran, a unit whose condition is not met), `failed` or
