@@ -307,6 +307,9 @@ async fn killed_at_every_step_of_a_reboot_update_it_converges() {
     let base = node.target_rendered().await;
     node.wait_status("provisioned", secs(30), done_in(&base))
         .await;
+    // the node's annotations are written by a queue: reported before the kill
+    node.wait_annotations("provisioned", secs(30), "Done", Some(&base))
+        .await;
     node.kill_agent().await;
     let mut version = 0;
     let mut points: Vec<(&str, bool)> = REBOOT_POINTS.iter().map(|p| (*p, false)).collect();

@@ -58,13 +58,18 @@ pub async fn load_node_annotations(root: &Root, api: &dyn NodeApi) -> Result<Opt
     }
     if let Some(recorded) = input::read_current(root)? {
         let name = recorded.machine_config.name().to_string();
-        api.set_annotations(&[
-            (CURRENT_CONFIG, Some(&name)),
-            (DESIRED_CONFIG, Some(&name)),
+        let mut changes = vec![
+            (CURRENT_CONFIG, Some(name.as_str())),
             (STATE, Some(NodeState::Done.as_str())),
-        ])
-        .await
-        .context("setting the Node's initial annotations")?;
+        ];
+        // A desiredConfig already there is the controller's (or it was set before an agent
+        // killed before its first SetDone landed came back): the node goes there next.
+        if annotations.desired_config().is_none() {
+            changes.push((DESIRED_CONFIG, Some(name.as_str())));
+        }
+        api.set_annotations(&changes)
+            .await
+            .context("setting the Node's initial annotations")?;
         tracing::info!(
             config = name,
             "Setting initial node config from the recorded current config"
@@ -109,6 +114,26 @@ mod tests {
             assert_eq!(api.annotation(key).as_deref(), Some("rendered-worker-1"));
         }
         assert_eq!(api.annotation(STATE).as_deref(), Some("Done"));
+    }
+
+    #[tokio::test]
+    async fn a_desired_config_the_node_has_already_is_kept() {
+        let (_dir, root) = root();
+        input::write_current(&root, &mc("rendered-worker-7", &[], &[], IMAGE)).unwrap();
+        let api = FakeNodeApi::new("worker-0");
+        api.set_annotations(&[(DESIRED_CONFIG, Some("rendered-worker-8"))])
+            .await
+            .unwrap();
+        let current = load_node_annotations(&root, &api).await.unwrap();
+        assert_eq!(current.as_deref(), Some("rendered-worker-7"));
+        assert_eq!(
+            api.annotation(DESIRED_CONFIG).as_deref(),
+            Some("rendered-worker-8")
+        );
+        assert_eq!(
+            api.annotation(CURRENT_CONFIG).as_deref(),
+            Some("rendered-worker-7")
+        );
     }
 
     #[tokio::test]
