@@ -148,6 +148,21 @@ pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
     Ok(Parsed { cli, config_shown })
 }
 
+/// Asks `question` on the terminal (`[y/N]`); without a terminal to ask on, fails with
+/// `no_terminal` (which says how to confirm without one).
+pub(crate) fn ask(question: &str, no_terminal: &str) -> Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        anyhow::bail!("{no_terminal}");
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
 /// Runs a parsed command line.
 pub fn run(parsed: Parsed) -> Result<ExitCode> {
     let shown = parsed.config_shown.as_deref();

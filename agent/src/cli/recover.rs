@@ -11,7 +11,6 @@
 
 pub mod diagnose;
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -223,15 +222,10 @@ fn confirmed(yes: bool) -> Result<bool> {
     if yes {
         return Ok(true);
     }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        anyhow::bail!("not confirmed: run with --yes to act without a terminal");
-    }
-    print!("Proceed? [y/N] ");
-    std::io::stdout().flush()?;
-    let mut answer = String::new();
-    stdin.lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    super::ask(
+        "Proceed?",
+        "not confirmed: run with --yes to act without a terminal",
+    )
 }
 
 /// Applies `remedy`; returns the config the node should end up Done in.

@@ -3,7 +3,6 @@
 //! agent does by itself when the boot into an update fails its health checks. It prints what
 //! it will do and asks, unless `--yes`.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -118,13 +117,8 @@ fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode
 
 /// Asks on the terminal; refuses to guess without one.
 fn confirm() -> Result<bool> {
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        bail!("not rolling back without a terminal to ask on: pass --yes");
-    }
-    print!("Roll back and reboot? [y/N] ");
-    std::io::stdout().flush()?;
-    let mut answer = String::new();
-    stdin.lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    super::ask(
+        "Roll back and reboot?",
+        "not rolling back without a terminal to ask on: pass --yes",
+    )
 }
