@@ -26,11 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::record::{self, Step, UpdateRecord, now_ms};
 use super::steps::{Ctx, Next};
 use super::{Engine, Outcome, backups, os, transitions};
-use crate::apply::{ApplyOptions, apply};
 use crate::failpoints::failpoint;
 use crate::input;
 use crate::rootfs::{Owner, Root};
-use crate::units::OfflineUnits;
 
 /// The config a bad boot was rolled back from, inside the root: not applied again by itself.
 pub const FAILED_TARGET: &str = "/etc/machine-config-daemon/mco-agent-failed-target.json";
@@ -284,22 +282,7 @@ impl Engine {
             }
         }
         failpoint("engine::boot-os-rolled-back")?;
-        backups::restore_stamps(&self.root, rec)?;
-        let options = ApplyOptions {
-            field_prefix: self.opts.field_prefix,
-            write_all: true,
-            first_application: false,
-        };
-        let offline = OfflineUnits::new(&self.root);
-        apply(
-            &self.root,
-            &ctx.desired_ign,
-            &ctx.current_ign,
-            &options,
-            self.with_units(&offline),
-        )
-        .await
-        .with_context(|| format!("re-applying {}", rec.current.name()))?;
+        self.restore_current_files(rec, ctx).await?;
         self.root
             .sync()
             .context("syncing what the rollback wrote")?;

@@ -520,6 +520,17 @@ impl Engine {
             })?;
             os::unstage(os.as_ref()).await?;
         }
+        self.restore_current_files(rec, ctx).await?;
+        // Clearing the record next says the current config is back in place.
+        self.root
+            .sync()
+            .context("syncing what the rollback wrote")?;
+        failpoint("engine::rolled-back-files")
+    }
+
+    /// Puts the current config's files, units and users back over the desired one's (every
+    /// path's backup first, every unit rewritten): a rollback of the files, before its sync.
+    pub(super) async fn restore_current_files(&self, rec: &UpdateRecord, ctx: &Ctx) -> Result<()> {
         backups::restore_stamps(&self.root, rec)?;
         let options = ApplyOptions {
             field_prefix: self.opts.field_prefix,
@@ -536,11 +547,7 @@ impl Engine {
         )
         .await
         .with_context(|| format!("re-applying {}", rec.current.name()))?;
-        // Clearing the record next says the current config is back in place.
-        self.root
-            .sync()
-            .context("syncing what the rollback wrote")?;
-        failpoint("engine::rolled-back-files")
+        Ok(())
     }
 }
 
