@@ -6,7 +6,30 @@
 # tests out of the run, and this script lists them as skipped (nextest counts them skipped too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests/setup.sh
+
+# Each stage's wall time, printed as it ends and summed up at the end: the whole run has a
+# 45-minute budget (docs/testing.md), and this says where it goes.
+timings=()
+current=
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  current=$name
+  "$@"
+  timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
+  echo "tests/run.sh: stage '$name' took $((SECONDS - start)) s"
+  current=
+}
+report_times() {
+  local rc=$?
+  echo "tests/run.sh: stage times"
+  printf '  %s\n' "${timings[@]}"
+  echo "  total $SECONDS s"
+  [ $rc -eq 0 ] || echo "tests/run.sh: FAILED in stage '$current' (exit $rc)"
+}
+trap report_times EXIT
+
+stage setup tests/setup.sh
 
 # Opt-outs: the nextest filterset of the tests left out, and what is skipped, for the log.
 left_out=()
@@ -36,14 +59,14 @@ cargo metadata -q --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/
   exit 1; }
 
 # Formatting and lints first: seconds, where the tiers below take many minutes.
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy -p mco-agent --features failpoints --all-targets -- -D warnings
+stage fmt cargo fmt --all -- --check
+stage clippy cargo clippy --workspace --all-targets -- -D warnings
+stage clippy-failpoints cargo clippy -p mco-agent --features failpoints --all-targets -- -D warnings
 
 # The Debian rootfs the nspawn-tier tests boot (systemd, logind, journald in a container);
 # a no-op when current. The tests would build it themselves, but one at a time under a lock.
 if [ $skip_nspawn = no ]; then
-  tests/vm/build-image.sh rootfs
+  stage rootfs-image tests/vm/build-image.sh rootfs
 fi
 
 # Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
@@ -51,31 +74,32 @@ if [ ${#left_out[@]} -gt 0 ]; then
   echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run:"
   cargo nextest list --workspace --all-targets --message-format oneline -E "$joined" | sed 's/^/  skipped: /'
 fi
-cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
-cargo test --workspace --doc
+stage nextest cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
+stage doctests cargo test --workspace --doc
 # The API docs build without a warning (broken, private or ambiguous intra-doc links): ~15 s warm.
-RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+RUSTDOCFLAGS="-D warnings" stage rustdoc cargo doc -q --workspace --no-deps
 # Every relative link of README.md and docs/ names a file (and heading) of the repository.
-tests/doc_links.py
+stage doc-links tests/doc_links.py
 
 # The README's main job: the companion, the agent and status on a sandbox root (target/demo/).
-examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; exit 1; }
+demo() { examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; return 1; }; }
+stage demo demo
 
 # Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step.
-cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
+stage crash-safety cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
 
 # Fuzzing smoke run: every fuzz target built on the stable toolchain and run for 10 s from its
 # seeds (docs/fuzzing.md); a crash, timeout or OOM fails here.
-tests/fuzz.sh 10
+stage fuzz tests/fuzz.sh 10
 
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
 # policy, RPM build and install, Containerfile inputs, no fake in the shipped binaries.
-tests/packaging.sh
+stage packaging tests/packaging.sh
 
 # qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest; after the
 # cargo tests so that no build competes with the VMs for the cores (tests/vm/README.md).
 if [ $skip_vm = yes ]; then
   echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
 else
-  tests/vm/run.sh
+  stage vm tests/vm/run.sh
 fi
