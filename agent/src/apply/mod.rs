@@ -8,6 +8,7 @@
 //! Recording the applied config (`currentconfig`) is the caller's step, after this succeeds.
 
 pub mod backup;
+mod core_paths;
 mod files;
 mod passwd;
 mod prepare;
@@ -20,7 +21,7 @@ use crate::rootfs::accounts::Accounts;
 use crate::rootfs::{Root, RootError};
 use crate::units::{EnablementPlan, UnitEnablement};
 
-pub use passwd::authorized_keys_path;
+pub use core_paths::authorized_keys_path;
 
 /// A config that cannot be applied; nothing was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

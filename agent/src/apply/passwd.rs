@@ -1,37 +1,21 @@
 //! Writing `core`'s SSH keys and password hash.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use super::ApplyOutcome;
+use super::core_paths::{authorized_keys_path, core_home};
 use super::files;
 use super::prepare::{FileContents, PreparedFile, PreparedPasswd};
-use crate::rootfs::accounts::User;
 use crate::rootfs::{Owner, Root, shadow};
 
-/// Home of `core` when the user database does not say.
-const CORE_HOME: &str = "/home/core";
 /// Mode of `~/.ssh` and `~/.ssh/authorized_keys.d`.
 const SSH_DIR_MODE: u32 = 0o700;
 /// Mode of the keys file.
 const KEYS_MODE: u32 = 0o600;
 /// Mode of a home directory the agent has to create.
 const HOME_MODE: u32 = 0o755;
-
-/// core's home directory: the user database's, else `/home/core`.
-pub(crate) fn core_home(core: &User) -> PathBuf {
-    PathBuf::from(if core.home.starts_with('/') {
-        core.home.as_str()
-    } else {
-        CORE_HOME
-    })
-}
-
-/// Path of the keys file under `home`.
-pub fn authorized_keys_path(home: &Path) -> PathBuf {
-    home.join(".ssh/authorized_keys.d/ignition")
-}
 
 /// Writes the keys file (0600, directories 0700, all owned by core) unless it is left alone
 /// (see [`PreparedPasswd::authorized_keys`]), and the password hash. A root without a `core`

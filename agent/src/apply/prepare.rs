@@ -407,7 +407,7 @@ fn check_keys_path(
     let (Some(core), Some(_)) = (&passwd.core, &passwd.authorized_keys) else {
         return Ok(());
     };
-    let path = super::passwd::authorized_keys_path(&super::passwd::core_home(core));
+    let path = super::core_paths::authorized_keys_path(&super::core_paths::core_home(core));
     let field = match new.passwd.users.iter().position(|u| u.name == CORE_USER) {
         Some(i) => format!("{prefix}.passwd.users.{i}.sshAuthorizedKeys"),
         None => format!("{prefix}.passwd"),

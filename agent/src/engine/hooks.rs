@@ -32,29 +32,10 @@
 use anyhow::Result;
 use machine_config::MachineConfig;
 use machine_config::plan::Plan;
-use serde::{Deserialize, Serialize};
 
 use super::Engine;
-use super::record::{self, UpdateRecord};
+use super::record::{self, HookMark, HookState, UpdateRecord};
 use crate::hooks::{self, Hook, HookInput, Phase};
-
-/// How far a hook of a recorded update got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HookState {
-    /// Recorded just before it was started; still so after a restart: it was interrupted.
-    Started,
-    Succeeded,
-    Failed,
-}
-
-/// One hook of a recorded update (see the module docs).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookMark {
-    pub phase: String,
-    pub name: String,
-    pub state: HookState,
-}
 
 impl Engine {
     /// Runs the current config's `pre-apply` hooks (before anything is recorded); `Err` with

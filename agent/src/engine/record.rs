@@ -12,7 +12,6 @@ use anyhow::{Context, Result};
 use machine_config::MachineConfig;
 use serde::{Deserialize, Serialize};
 
-use super::hooks::HookMark;
 use super::policy::ActivePolicy;
 use crate::rootfs::{Owner, Root};
 
@@ -232,6 +231,24 @@ pub fn clear(root: &Root) -> Result<()> {
     root.remove_file(Path::new(UPDATE_RECORD))
         .context("removing the update record")?;
     Ok(())
+}
+
+/// How far a hook of a recorded update got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookState {
+    /// Recorded just before it was started; still so after a restart: it was interrupted.
+    Started,
+    Succeeded,
+    Failed,
+}
+
+/// One hook of a recorded update ([`crate::engine::hooks`] runs them and keeps these).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookMark {
+    pub phase: String,
+    pub name: String,
+    pub state: HookState,
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use machine_config::mco::NodeState;
 
 use super::*;
 use crate::engine::Outcome;
-use crate::engine::hooks::HookState;
+use crate::engine::record::HookState;
 
 const D: &str = "/etc/mco-agent/hooks.d";
 
@@ -237,7 +237,7 @@ fn interrupted(node: &Node, phase: &str, hook: &str) {
     let root = Root::open(node.path()).unwrap();
     let mut rec = crate::engine::record::load(&root).unwrap().unwrap();
     rec.hooks.retain(|m| !(m.phase == phase && m.name == hook));
-    rec.hooks.push(crate::engine::hooks::HookMark {
+    rec.hooks.push(crate::engine::record::HookMark {
         phase: phase.into(),
         name: hook.into(),
         state: HookState::Started,
