@@ -7,6 +7,10 @@
 //!   its cache.
 //! - [`manifests`] and [`standalone`]: standalone mode from a directory of manifests,
 //!   re-rendered when it changes.
+//! - [`cluster`]: cluster mode: the render and node controllers, the drain controller, the
+//!   node disruption policy status (as the MCO's controllers and operator do).
+//! - [`fleet_lock`]: the FleetLock server (reboot slots per group) on the same listener.
+//! - [`peer`]: what a client proved about itself (certificate, bootstrap token, nothing).
 //! - [`cli`]: the `mco-companion` command line (`render`, `serve`).
 //!
 //! Rendering itself (pool selection, the MCO merge, per-node configs, rendered names) lives in
@@ -17,6 +21,7 @@ pub mod cluster;
 pub mod fleet_lock;
 pub mod manifests;
 pub mod negotiate;
+pub mod peer;
 pub mod served;
 pub mod server;
 pub mod standalone;

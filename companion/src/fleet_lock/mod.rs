@@ -34,7 +34,7 @@ use machine_config::fleetlock::{
     ErrorBody, HEADER, HEADER_VALUE, PRE_REBOOT_PATH, Request, STEADY_STATE_PATH, kind,
 };
 
-use crate::server::Peer;
+use crate::peer::Peer;
 
 /// The largest request body read.
 pub const MAX_BODY_BYTES: usize = 4096;

@@ -12,6 +12,7 @@ pub mod tls;
 use hyper::body::Bytes;
 use machine_config::SpecVersion;
 
+pub use crate::peer::Peer;
 pub use listen::{Limits, serve, serve_with_fleet_lock};
 
 /// One request for a pool's config.
@@ -27,19 +28,6 @@ pub struct PoolRequest {
     pub config: Option<String>,
     /// The negotiated Ignition spec.
     pub spec: SpecVersion,
-}
-
-/// What the connection proved about the client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Peer {
-    /// No client certificate (Ignition, curl, the plain-HTTP listener).
-    Anonymous,
-    /// A node's client certificate, verified against the client CA.
-    Node(String),
-    /// A certificate the client CA signed that names no node (why).
-    NotANode(String),
-    /// A node that presented its first-boot bootstrap token over TLS ([`bootstrap`]).
-    Token(String),
 }
 
 /// Why a config cannot be served.
