@@ -44,6 +44,8 @@ pub struct Spec {
     /// Whether each node has an OS: its own system bus with the rpm-ostree stand-in over its
     /// own ostree sysroot ([`crate::os`]); without, the agents cannot rebase.
     pub os: bool,
+    /// More arguments for every `mco-agent start` (e.g. a feature gate the cluster has).
+    pub agent_args: Vec<String>,
 }
 
 /// `mco-agent start --drain-mode`.
@@ -61,6 +63,7 @@ impl Default for Spec {
             max_unavailable: 1,
             drain_mode: DrainMode::Agent,
             os: false,
+            agent_args: Vec::new(),
         }
     }
 }
@@ -95,6 +98,7 @@ pub struct Cluster {
     max_unavailable: usize,
     drain_mode: DrainMode,
     os: bool,
+    agent_args: Vec<String>,
 }
 
 impl Cluster {
@@ -141,6 +145,7 @@ impl Cluster {
             max_unavailable,
             drain_mode: spec.drain_mode,
             os: spec.os,
+            agent_args: spec.agent_args,
         };
         let first = cluster.wait_rendered("", Duration::from_secs(30)).await?;
         for name in &names[..spec.nodes] {
@@ -160,6 +165,7 @@ impl Cluster {
         };
         let mut drain_args = vec!["--drain-mode".to_string(), mode.to_string()];
         drain_args.extend(AGENT_DRAIN_TIMINGS.iter().map(|a| a.to_string()));
+        drain_args.extend(self.agent_args.iter().cloned());
         AgentWiring {
             binary: self.bins.agent.clone(),
             kubeconfig: self.api.node_kubeconfig(node),

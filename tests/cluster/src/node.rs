@@ -28,7 +28,7 @@ pub struct AgentWiring {
     pub kubeconfig: PathBuf,
     pub config_server: String,
     pub ca: PathBuf,
-    /// `--drain-mode` and the drain's timings.
+    /// `--drain-mode`, the drain's timings, and the scenario's own arguments.
     pub drain_args: Vec<String>,
 }
 

@@ -5,7 +5,9 @@
 //! its stand-in (pulling with the kubelet's pull secret, which the registry requires), waits for
 //! the (simulated) reboot, and reports `currentImage` once the boot into the image is verified.
 //! Every node ends Done in the image without a second reboot, the sampler never saw more than
-//! one node unavailable, and `kubectl get machineconfignodes` (`-o wide`) shows it.
+//! one node unavailable, each MachineConfigNode (the cluster has the `ImageModeStatusReporting`
+//! gate) holds the image in `configImage` and the pull, the OS applied and the reboot as steps
+//! of the update, and `kubectl get machineconfignodes` (`-o wide`) shows it.
 
 use std::time::Instant;
 
@@ -23,11 +25,47 @@ fn table(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The cells of kubectl's table by the header's column offsets (a cell may be empty).
+fn columns(text: &str) -> Vec<Vec<String>> {
+    let header = text.lines().next().unwrap_or_default();
+    let mut starts: Vec<usize> = header
+        .char_indices()
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    starts.push(usize::MAX);
+    text.lines()
+        .map(|line| {
+            starts
+                .windows(2)
+                .map(|w| {
+                    let end = w[1].min(line.len());
+                    line.get(w[0].min(end)..end)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn message<'a>(mcn: &'a serde_json::Value, kind: &str) -> &'a str {
+    mcn["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> anyhow::Result<()> {
     let started = Instant::now();
+    // A cluster with the MCO's ImageModeStatusReporting feature gate: the MachineConfigNodes
+    // carry the images and the pull.
     let spec = Spec {
         os: true,
+        agent_args: vec!["--image-mode-status-reporting".into()],
         ..Spec::default()
     };
     let mut cluster = Cluster::start(binaries!(), spec).await?;
@@ -85,12 +123,39 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
             condition_status(&mcn, "NodeDegraded") == Some("False"),
             "{mcn:#}"
         );
-        for kind in ["UpdateExecuted", "RebootedNode", "UpdateComplete"] {
+        anyhow::ensure!(
+            mcn["spec"]["configImage"]["desiredImage"] == IMAGE
+                && mcn["status"]["configImage"]["currentImage"] == IMAGE
+                && mcn["status"]["configImage"]["desiredImage"] == IMAGE,
+            "{mcn:#}"
+        );
+        // Every step took place and is False again, saying what it was ("Action during update
+        // to" the config: the status already held the image when Updated was written).
+        for (kind, what) in [
+            (
+                "ImagePulledFromRegistry",
+                format!("Successfully pulled OS image {IMAGE} from registry"),
+            ),
+            ("AppliedOSImage", "Applied new OS config to node.".into()),
+            ("RebootedNode", "Node has rebooted".into()),
+            (
+                "UpdateComplete",
+                "Uncordoned Node as part of completing upgrade phase".into(),
+            ),
+        ] {
+            let m = message(&mcn, kind);
             anyhow::ensure!(
-                condition_status(&mcn, kind) == Some("False"),
-                "{kind}: {mcn:#}"
+                condition_status(&mcn, kind) == Some("False")
+                    && m.starts_with("Action during update to ")
+                    && m.ends_with(&format!(": {what}")),
+                "{node} {kind}: {m:?}\n{mcn:#}"
             );
         }
+        // The gate's conditions replace AppliedFilesAndOS.
+        anyhow::ensure!(
+            condition_status(&mcn, "AppliedFilesAndOS").is_none(),
+            "{mcn:#}"
+        );
     }
 
     let nodes = cluster.node_names();
@@ -106,7 +171,7 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
     }
     let wide = cluster.kubectl(&["get", "machineconfignodes", "-o", "wide"])?;
     eprintln!("{wide}");
-    let rows = table(&wide);
+    let rows = columns(&wide);
     anyhow::ensure!(
         rows[0][6..]
             == [
@@ -123,11 +188,12 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
             ],
         "{wide}"
     );
+    // With the gate there is no AppliedFilesAndOS: its column is empty.
     for row in &rows[1..] {
-        anyhow::ensure!(
-            row[4] == "True" && row[6..].iter().all(|c| c == "False"),
-            "{wide}"
-        );
+        anyhow::ensure!(row[4] == "True" && row[11].is_empty(), "{wide}");
+        for (i, cell) in row.iter().enumerate().skip(6) {
+            anyhow::ensure!(i == 11 || cell == "False", "{wide}");
+        }
     }
     cluster.finish().await?;
     eprintln!("scenario: {:?}", started.elapsed());
