@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use machine_config::mco::node_image_conditions::Gates;
 
 use super::strategy::{StrategyArgs, StrategyContext};
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
@@ -100,6 +101,12 @@ pub struct Args {
         default_value = "agent"
     )]
     pub drain_mode: DrainModeArg,
+    /// The cluster has the MCO's `ImageModeStatusReporting` feature gate (Tech Preview): the
+    /// MachineConfigNode reports files and the OS image separately (`AppliedFiles`,
+    /// `AppliedOSImage`), each OS image pull (`ImagePulledFromRegistry`) and the node's images
+    /// (`spec`/`status.configImage`), as the MCD does with the gate.
+    #[arg(long, env = "MCO_AGENT_IMAGE_MODE_STATUS_REPORTING")]
+    pub image_mode_status_reporting: bool,
     /// A second kubeconfig used only to list and evict the node's pods in agent drains (e.g. a
     /// service account allowed to evict where the node's own credentials are not); the node's
     /// own writes (cordon, annotations, events) keep the node's credentials.
@@ -369,7 +376,12 @@ async fn run_daemon(args: &Args) -> Result<()> {
     }
     opts.health = health_options(args, live)?;
     let cluster: Arc<dyn ClusterReport> = match &api {
-        Some(api) => Arc::new(NodeReport::new(api.clone(), &pool)),
+        Some(api) => {
+            let gates = Gates {
+                image_mode_status_reporting: args.image_mode_status_reporting,
+            };
+            Arc::new(NodeReport::with_gates(api.clone(), &pool, gates))
+        }
         None => Arc::new(NoCluster),
     };
     let engine = Engine::new(root, seams, opts, cluster)?

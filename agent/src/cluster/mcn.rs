@@ -2,7 +2,9 @@
 //! created when missing (owned by the Node, so it goes with it), `spec` kept to the node's pool
 //! and `desiredConfig`, and at each step of an update the conditions of
 //! [`machine_config::mco::node_conditions`] written through the status subresource with
-//! `status.configVersion` (from the Node's annotations) and `observedGeneration`.
+//! `status.configVersion` (from the Node's annotations) and `observedGeneration`. With the
+//! cluster's `ImageModeStatusReporting` gate ([`Gates`]) also `spec.configImage` and
+//! `status.configImage` (from the image annotations) and the gate's image conditions.
 //!
 //! The annotations stay the source of truth: a failure here is returned for the caller to log,
 //! and the next step writes the whole state again (the conditions are recomputed from what the
@@ -11,8 +13,9 @@
 use std::time::SystemTime;
 
 use machine_config::mco::node_conditions::{
-    Condition, NOT_YET_SET, NodeFacts, Progress, merge, status_desired,
+    Condition, NOT_YET_SET, NodeFacts, Progress, merge_with, status_desired,
 };
+use machine_config::mco::node_image_conditions::{Gates, update_target};
 use serde_json::{Value, json};
 
 use super::NodeApi;
@@ -24,6 +27,10 @@ pub const KIND: &str = "MachineConfigNode";
 
 /// A new MachineConfigNode for `node` (UID `uid`) in `pool`, wanting `desired`.
 pub fn new_object(node: &str, uid: &str, pool: &str, desired: &str) -> Value {
+    with_spec(node, uid, spec(node, pool, desired))
+}
+
+fn with_spec(node: &str, uid: &str, spec: Value) -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -31,7 +38,7 @@ pub fn new_object(node: &str, uid: &str, pool: &str, desired: &str) -> Value {
             "name": node,
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}],
         },
-        "spec": spec(node, pool, desired),
+        "spec": spec,
     })
 }
 
@@ -41,6 +48,35 @@ fn spec(node: &str, pool: &str, desired: &str) -> Value {
         "pool": {"name": pool},
         "configVersion": {"desired": desired},
     })
+}
+
+/// `spec`, with the gate `configImage.desiredImage` (the `desiredImage` annotation, if any).
+fn gated_spec(node: &str, pool: &str, desired: &str, image: Option<&str>, gates: Gates) -> Value {
+    let mut out = spec(node, pool, desired);
+    if gates.image_mode_status_reporting {
+        out["configImage"] = match image {
+            Some(image) => json!({"desiredImage": image}),
+            None => json!({}),
+        };
+    }
+    out
+}
+
+/// `status.configImage` with the gate: the image annotations there are; `null` (removed by the
+/// merge patch) when there are none, as the MCO's apply leaves it out.
+fn config_image(current: Option<&str>, desired: Option<&str>) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(c) = current {
+        out.insert("currentImage".into(), json!(c));
+    }
+    if let Some(d) = desired {
+        out.insert("desiredImage".into(), json!(d));
+    }
+    if out.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(out)
+    }
 }
 
 fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -65,46 +101,90 @@ fn now() -> String {
 }
 
 /// Writes `progress` into the node's MachineConfigNode (creating it, and correcting its spec,
-/// first when needed). Nothing is written when nothing changes.
+/// first when needed), without feature gates. Nothing is written when nothing changes.
 pub async fn report(
     api: &dyn NodeApi,
     pool: &str,
     progress: &Progress,
 ) -> Result<(), ClusterError> {
+    report_with(api, pool, progress, Gates::default()).await
+}
+
+/// [`report`] under the cluster's feature `gates`.
+pub async fn report_with(
+    api: &dyn NodeApi,
+    pool: &str,
+    progress: &Progress,
+    gates: Gates,
+) -> Result<(), ClusterError> {
     let node = api.node_name().to_string();
     let annotations = api.annotations().await?;
+    let facts = NodeFacts {
+        name: &node,
+        last_applied_drain: annotations.last_applied_drain().unwrap_or_default(),
+    };
+    let changes = gates.changes(progress, &facts);
+    if changes.is_empty() {
+        return Ok(());
+    }
     let desired = annotations
         .desired_config()
         .filter(|d| !d.is_empty())
         .unwrap_or(NOT_YET_SET)
         .to_string();
+    let images = (
+        annotations.current_image().filter(|i| !i.is_empty()),
+        annotations.desired_image().filter(|i| !i.is_empty()),
+    );
+    let want_spec = gated_spec(&node, pool, &desired, images.1, gates);
     let object = match api.machine_config_node().await? {
         None => {
             let uid = api.node_uid().await?;
-            api.create_machine_config_node(&new_object(&node, &uid, pool, &desired))
+            api.create_machine_config_node(&with_spec(&node, &uid, want_spec))
                 .await?
         }
         Some(o)
             if str_at(&o, "/spec/pool/name") != Some(pool)
                 || str_at(&o, "/spec/configVersion/desired") != Some(desired.as_str())
-                || str_at(&o, "/spec/node/name") != Some(node.as_str()) =>
+                || str_at(&o, "/spec/node/name") != Some(node.as_str())
+                || (gates.image_mode_status_reporting
+                    && o.pointer("/spec/configImage/desiredImage")
+                        .and_then(Value::as_str)
+                        != images.1) =>
         {
-            let patch = json!({"spec": spec(&node, pool, &desired)});
-            api.patch_machine_config_node(&patch, false).await?
+            let mut patch_spec = want_spec;
+            if patch_spec.get("configImage") == Some(&json!({})) {
+                // a merge patch removes the image that went
+                patch_spec["configImage"] = json!({"desiredImage": null});
+            }
+            api.patch_machine_config_node(&json!({"spec": patch_spec}), false)
+                .await?
         }
         Some(o) => o,
     };
-    let facts = NodeFacts {
-        name: &node,
-        last_applied_drain: annotations.last_applied_drain().unwrap_or_default(),
-    };
-    let change = progress.change(&facts);
     let before = conditions(&object);
-    let merged = merge(&before, &change, &desired, &now());
-    let mut version = json!({"desired": status_desired(&change, annotations.desired_config())});
+    let target = update_target(
+        &desired,
+        str_at(&object, "/spec/configImage/desiredImage"),
+        str_at(&object, "/status/configImage/currentImage"),
+    );
+    let (now, types) = (now(), gates.condition_types());
+    let mut merged: Option<Vec<Condition>> = None;
+    for change in &changes {
+        let base = merged.as_deref().unwrap_or(&before);
+        if let Some(next) = merge_with(base, change, &target, &now, types) {
+            merged = Some(next);
+        }
+    }
+    let last = changes.last().expect("not empty");
+    let mut version = json!({"desired": status_desired(last, annotations.desired_config())});
     if let Some(current) = annotations.current_config().filter(|c| !c.is_empty()) {
         version["current"] = json!(current);
     }
+    let image = config_image(images.0, images.1);
+    let same_image = !gates.image_mode_status_reporting
+        || object.pointer("/status/configImage") == Some(&image)
+        || (image.is_null() && object.pointer("/status/configImage").is_none());
     let generation = object
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -115,15 +195,18 @@ pub async fn report(
         .pointer("/status/observedGeneration")
         .and_then(Value::as_i64)
         == Some(generation);
-    if merged.is_none() && same_version && same_generation {
+    if merged.is_none() && same_version && same_generation && same_image {
         return Ok(());
     }
     let conditions = merged.unwrap_or(before);
-    let patch = json!({"status": {
+    let mut patch = json!({"status": {
         "conditions": conditions,
         "configVersion": version,
         "observedGeneration": generation,
     }});
+    if gates.image_mode_status_reporting {
+        patch["status"]["configImage"] = image;
+    }
     api.patch_machine_config_node(&patch, true).await?;
     Ok(())
 }

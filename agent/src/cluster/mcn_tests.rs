@@ -118,3 +118,123 @@ async fn a_refused_write_is_returned_and_the_next_step_heals() {
     let o = api.machine_config_node_object().unwrap();
     assert_eq!(condition(&o, UPDATED).0, Status::True);
 }
+
+/// With `ImageModeStatusReporting`: `spec`/`status.configImage` follow the image annotations
+/// (removed when the pool leaves image mode), a pull is reported, files and OS are separate
+/// conditions, and `Updated` names the image the update went to. Without it, none of that.
+#[tokio::test]
+async fn image_mode_status_reporting_follows_the_images() {
+    use machine_config::mco::annotations::{CURRENT_IMAGE, DESIRED_IMAGE};
+    use machine_config::mco::node_conditions::{
+        APPLIED_FILES_AND_OS, APPLIED_OS_IMAGE, IMAGE_PULLED_FROM_REGISTRY,
+    };
+    const OLD: &str = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const IMG: &str = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+    let gates = Gates {
+        image_mode_status_reporting: true,
+    };
+    let pulled = Progress::ImagePulled { image: IMG.into() };
+
+    // Without the gate: a pull writes nothing, and no configImage anywhere.
+    let plain = FakeNodeApi::new("worker-0");
+    plain.set_desired("rendered-b");
+    plain
+        .set_annotations(&[(DESIRED_IMAGE, Some(IMG)), (CURRENT_IMAGE, Some(OLD))])
+        .await
+        .unwrap();
+    report(&plain, "worker", &pulled).await.unwrap();
+    assert!(plain.machine_config_node_object().is_none());
+    report(&plain, "worker", &Progress::NeedsUpdate)
+        .await
+        .unwrap();
+    let o = plain.machine_config_node_object().unwrap();
+    assert!(o["spec"].get("configImage").is_none() && o["status"].get("configImage").is_none());
+    assert!(
+        conditions(&o)
+            .iter()
+            .any(|c| c.kind == APPLIED_FILES_AND_OS)
+    );
+
+    // With the gate.
+    let api = FakeNodeApi::new("worker-0");
+    api.set_desired("rendered-b");
+    api.set_annotations(&[
+        (CURRENT_CONFIG, Some("rendered-b")),
+        (DESIRED_IMAGE, Some(IMG)),
+        (CURRENT_IMAGE, Some(OLD)),
+    ])
+    .await
+    .unwrap();
+    report_with(
+        &api,
+        "worker",
+        &Progress::PullingImage { image: IMG.into() },
+        gates,
+    )
+    .await
+    .unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(o["spec"]["configImage"], json!({"desiredImage": IMG}));
+    assert_eq!(
+        o["status"]["configImage"],
+        json!({"currentImage": OLD, "desiredImage": IMG})
+    );
+    assert_eq!(
+        condition(&o, IMAGE_PULLED_FROM_REGISTRY),
+        (
+            Status::Unknown,
+            format!("Pulling OS image {IMG} from registry")
+        )
+    );
+    assert!(
+        !conditions(&o)
+            .iter()
+            .any(|c| c.kind == APPLIED_FILES_AND_OS)
+    );
+    report_with(&api, "worker", &pulled, gates).await.unwrap();
+    let applied = Progress::AppliedFilesAndOs {
+        os: true,
+        files: false,
+    };
+    report_with(&api, "worker", &applied, gates).await.unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(condition(&o, IMAGE_PULLED_FROM_REGISTRY).0, Status::True);
+    assert_eq!(
+        condition(&o, APPLIED_OS_IMAGE),
+        (Status::True, "Applied new OS config to node.".into())
+    );
+
+    // Done in the image: Updated names it in what it resets.
+    api.set_annotations(&[(CURRENT_IMAGE, Some(IMG))])
+        .await
+        .unwrap();
+    report_with(&api, "worker", &Progress::Updated, gates)
+        .await
+        .unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(
+        o["status"]["configImage"],
+        json!({"currentImage": IMG, "desiredImage": IMG})
+    );
+    assert_eq!(
+        condition(&o, APPLIED_OS_IMAGE),
+        (
+            Status::False,
+            format!("Action during update to {IMG}: Applied new OS config to node.")
+        )
+    );
+
+    // The pool leaves image mode: the images go from spec and status.
+    api.set_annotations(&[(CURRENT_IMAGE, None), (DESIRED_IMAGE, None)])
+        .await
+        .unwrap();
+    report_with(&api, "worker", &Progress::NeedsUpdate, gates)
+        .await
+        .unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert!(
+        o["spec"]["configImage"].get("desiredImage").is_none(),
+        "{o:#}"
+    );
+    assert!(o["status"].get("configImage").is_none(), "{o:#}");
+}

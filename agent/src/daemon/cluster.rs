@@ -18,6 +18,7 @@ use machine_config::mco::annotations::{
     REASON, STATE,
 };
 use machine_config::mco::node_conditions::Progress;
+use machine_config::mco::node_image_conditions::Gates;
 use tokio::sync::{mpsc, oneshot};
 
 use super::source::ConfigSource;
@@ -46,6 +47,12 @@ impl NodeReport {
     /// Starts the writer task (inside a tokio runtime); the node is in `pool` (its
     /// MachineConfigNode's `spec.pool`).
     pub fn new(api: Arc<dyn NodeApi>, pool: &str) -> Self {
+        Self::with_gates(api, pool, Gates::default())
+    }
+
+    /// [`NodeReport::new`] for a cluster with these feature `gates` (what its
+    /// MachineConfigNode holds).
+    pub fn with_gates(api: Arc<dyn NodeApi>, pool: &str, gates: Gates) -> Self {
         let pool = pool.to_string();
         let (writes, mut queue) = mpsc::unbounded_channel::<Write>();
         let writer = api.clone();
@@ -67,7 +74,7 @@ impl NodeReport {
                     }
                     // Transient failures were retried; anything else is logged below and
                     // healed by the next step's write (it rewrites the whole state).
-                    Write::Progress(p) => mcn::report(writer.as_ref(), &pool, p).await,
+                    Write::Progress(p) => mcn::report_with(writer.as_ref(), &pool, p, gates).await,
                 };
                 if let Err(e) = result {
                     tracing::warn!(write = ?w, error = %e, "a node write failed for good");

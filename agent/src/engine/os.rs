@@ -7,6 +7,7 @@
 use anyhow::{Context, Result};
 use machine_config::mco::events::reason;
 use machine_config::mco::image::{layered_image, pinned_by_digest};
+use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, kargs};
 
@@ -122,15 +123,17 @@ pub async fn stage(
     old: &MachineConfig,
     new: &MachineConfig,
 ) -> Result<Vec<String>> {
-    Ok(stage_changes(os, plan, old, new).await?.done)
+    Ok(stage_changes(os, plan, old, new, None).await?.done)
 }
 
-/// [`stage`], saying whether the image was rebased.
+/// [`stage`], saying whether the image was rebased; the image pull is reported to `pulls`'
+/// MachineConfigNode (`ImagePulledFromRegistry`, with the gate) as the MCD reports it.
 pub(crate) async fn stage_changes(
     os: &dyn OsUpdater,
     plan: &Plan,
     old: &MachineConfig,
     new: &MachineConfig,
+    pulls: Option<&Reporter>,
 ) -> Result<Staged> {
     let mut done = Vec::new();
     let mut rebased = None;
@@ -165,9 +168,28 @@ pub(crate) async fn stage_changes(
             if !pinned_by_digest(image) {
                 tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
             }
-            os.rebase(&OsImage::Registry(image.clone()))
-                .await
-                .with_context(|| format!("rebasing to {image}"))?;
+            let progress = |p: Progress| async move {
+                if let Some(r) = pulls {
+                    r.progress(p).await;
+                }
+            };
+            progress(Progress::PullingImage {
+                image: image.clone(),
+            })
+            .await;
+            let pulled = os.rebase(&OsImage::Registry(image.clone())).await;
+            if let Err(e) = &pulled {
+                let failed = Progress::ImagePullFailed {
+                    image: image.clone(),
+                    error: e.to_string(),
+                };
+                progress(failed).await;
+            }
+            pulled.with_context(|| format!("rebasing to {image}"))?;
+            progress(Progress::ImagePulled {
+                image: image.clone(),
+            })
+            .await;
             done.push(format!("rebased to {image}"));
             rebased = Some(image.clone());
         }

@@ -261,7 +261,14 @@ impl Engine {
             // rpm-ostree pulls the image with the cluster's credentials.
             arrange_pull_secret(&self.root).context("arranging the OS image pull secret")?;
         }
-        let staged = os::stage_changes(os.as_ref(), &ctx.plan, &rec.current, &rec.desired).await?;
+        let staged = os::stage_changes(
+            os.as_ref(),
+            &ctx.plan,
+            &rec.current,
+            &rec.desired,
+            Some(&self.reporter),
+        )
+        .await?;
         tracing::info!(changes = staged.done.join("; "), "Changes to OS staged");
         let rebased = staged.rebased.is_some();
         os::report_staged(

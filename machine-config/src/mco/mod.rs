@@ -11,6 +11,7 @@ pub mod annotations;
 pub mod events;
 pub mod image;
 pub mod node_conditions;
+pub mod node_image_conditions;
 pub mod paths;
 pub mod states;
 

@@ -5,7 +5,9 @@
 //! `upgrademonitor`). Pure: the agent's `cluster::mcn` reads and writes the object.
 //!
 //! The condition set is the one the MCO uses without the `ImageModeStatusReporting` feature
-//! gate (a single `AppliedFilesAndOS`), plus the pinned-image-set singletons.
+//! gate (a single `AppliedFilesAndOS`), plus the pinned-image-set singletons; with the gate
+//! ([`node_image_conditions`](super::node_image_conditions)) files and OS are separate
+//! conditions, image pulls are reported and `configImage` is kept.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +49,10 @@ pub const REBOOTED_NODE: &str = "RebootedNode";
 pub const NODE_DEGRADED: &str = "NodeDegraded";
 pub const PINNED_IMAGE_SETS_PROGRESSING: &str = "PinnedImageSetsProgressing";
 pub const PINNED_IMAGE_SETS_DEGRADED: &str = "PinnedImageSetsDegraded";
+/// Image-mode status reporting (the `ImageModeStatusReporting` gate) only.
+pub const APPLIED_FILES: &str = "AppliedFiles";
+pub const APPLIED_OS_IMAGE: &str = "AppliedOSImage";
+pub const IMAGE_PULLED_FROM_REGISTRY: &str = "ImagePulledFromRegistry";
 
 /// Conditions that never have a child; the MCO rewrites them even when unchanged.
 const SINGLETONS: [&str; 2] = [PINNED_IMAGE_SETS_DEGRADED, PINNED_IMAGE_SETS_PROGRESSING];
@@ -152,6 +158,19 @@ pub enum Progress {
     Degraded {
         error: Option<String>,
     },
+    /// rpm-ostree is pulling the OS `image` (written with `ImageModeStatusReporting` only).
+    PullingImage {
+        image: String,
+    },
+    /// The OS `image` was pulled (written with `ImageModeStatusReporting` only).
+    ImagePulled {
+        image: String,
+    },
+    /// Pulling the OS `image` failed (written with `ImageModeStatusReporting` only).
+    ImagePullFailed {
+        image: String,
+        error: String,
+    },
 }
 
 /// What a message needs from the Node.
@@ -161,7 +180,7 @@ pub struct NodeFacts<'a> {
     pub last_applied_drain: &'a str,
 }
 
-fn set(kind: &'static str, status: Status, reason: &str, message: String) -> Set {
+pub(crate) fn set(kind: &'static str, status: Status, reason: &str, message: String) -> Set {
     Set {
         kind,
         status,
@@ -171,7 +190,7 @@ fn set(kind: &'static str, status: Status, reason: &str, message: String) -> Set
 }
 
 /// A parent with a child whose reason is the parent's type and the child's type joined.
-fn pair(
+pub(crate) fn pair(
     parent: &'static str,
     child: &'static str,
     statuses: (Status, Status),
@@ -188,7 +207,7 @@ fn pair(
     }
 }
 
-fn single(kind: &'static str, status: Status, reason: &str, message: String) -> Change {
+pub(crate) fn single(kind: &'static str, status: Status, reason: &str, message: String) -> Change {
     Change {
         parent: set(kind, status, reason, message),
         child: None,
@@ -384,6 +403,24 @@ impl Progress {
                 NODE_DEGRADED,
                 format!("Node {} upgrade failure. {e}", node.name),
             ),
+            Progress::PullingImage { image } => single(
+                IMAGE_PULLED_FROM_REGISTRY,
+                Unknown,
+                IMAGE_PULLED_FROM_REGISTRY,
+                format!("Pulling OS image {image} from registry"),
+            ),
+            Progress::ImagePulled { image } => single(
+                IMAGE_PULLED_FROM_REGISTRY,
+                True,
+                IMAGE_PULLED_FROM_REGISTRY,
+                format!("Successfully pulled OS image {image} from registry"),
+            ),
+            Progress::ImagePullFailed { image, error } => single(
+                IMAGE_PULLED_FROM_REGISTRY,
+                False,
+                IMAGE_PULLED_FROM_REGISTRY,
+                format!("Failed to pull OS image {image} from registry: {error}"),
+            ),
         }
     }
 }
@@ -408,13 +445,28 @@ pub fn merge(
     desired: &str,
     now: &str,
 ) -> Option<Vec<Condition>> {
+    merge_with(existing, change, desired, now, &CONDITION_TYPES)
+}
+
+/// [`merge`] with the condition types a new object gets placeholders for (`types`, which
+/// depend on the feature gates) and `target` named in the reset messages ("Action during
+/// update to TARGET: ..."; see
+/// [`update_target`](super::node_image_conditions::update_target)).
+pub fn merge_with(
+    existing: &[Condition],
+    change: &Change,
+    target: &str,
+    now: &str,
+    types: &[&str],
+) -> Option<Vec<Condition>> {
+    let desired = target;
     let parent = stamp(&change.parent, now);
     let child = change.child.as_ref().map(|c| stamp(c, now));
     if existing.is_empty() {
         // A new object: the step's conditions, then a placeholder for every other type.
         let mut out = vec![parent];
         out.extend(child);
-        for kind in CONDITION_TYPES {
+        for &kind in types {
             if !out.iter().any(|c| c.kind == kind) {
                 out.push(Condition {
                     kind: kind.to_string(),

@@ -13,7 +13,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use machine_config::MachineConfigPool;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
-    CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON, STATE,
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE,
+    LAST_APPLIED_DRAIN, REASON, STATE,
 };
 use machine_config::mco::paths::{
     CURRENT_CONFIG as CURRENTCONFIG_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT,
@@ -26,6 +27,7 @@ use crate::companion::Companion;
 use crate::ignition::{self, Pointer};
 use crate::manifests::{self, WORKER_ROLE_LABEL};
 use crate::node::{AgentWiring, Node};
+use crate::os::NodeOs;
 use crate::sampler::Sampler;
 
 /// What a scenario starts with.
@@ -39,6 +41,11 @@ pub struct Spec {
     pub max_unavailable: i64,
     /// Who drains the nodes: the agents, or the companion's drain controller.
     pub drain_mode: DrainMode,
+    /// Whether each node has an OS: its own system bus with the rpm-ostree stand-in over its
+    /// own ostree sysroot ([`crate::os`]); without, the agents cannot rebase.
+    pub os: bool,
+    /// More arguments for every `mco-agent start` (e.g. a feature gate the cluster has).
+    pub agent_args: Vec<String>,
 }
 
 /// `mco-agent start --drain-mode`.
@@ -55,6 +62,8 @@ impl Default for Spec {
             spare: 0,
             max_unavailable: 1,
             drain_mode: DrainMode::Agent,
+            os: false,
+            agent_args: Vec::new(),
         }
     }
 }
@@ -88,6 +97,8 @@ pub struct Cluster {
     sampler: Sampler,
     max_unavailable: usize,
     drain_mode: DrainMode,
+    os: bool,
+    agent_args: Vec<String>,
 }
 
 impl Cluster {
@@ -133,6 +144,8 @@ impl Cluster {
             sampler,
             max_unavailable,
             drain_mode: spec.drain_mode,
+            os: spec.os,
+            agent_args: spec.agent_args,
         };
         let first = cluster.wait_rendered("", Duration::from_secs(30)).await?;
         for name in &names[..spec.nodes] {
@@ -145,13 +158,14 @@ impl Cluster {
     }
 
     /// How the agents are started.
-    fn wiring(&self, node: &str) -> AgentWiring {
+    pub(crate) fn wiring(&self, node: &str) -> AgentWiring {
         let mode = match self.drain_mode {
             DrainMode::Agent => "agent",
             DrainMode::Controller => "controller",
         };
         let mut drain_args = vec!["--drain-mode".to_string(), mode.to_string()];
         drain_args.extend(AGENT_DRAIN_TIMINGS.iter().map(|a| a.to_string()));
+        drain_args.extend(self.agent_args.iter().cloned());
         AgentWiring {
             binary: self.bins.agent.clone(),
             kubeconfig: self.api.node_kubeconfig(node),
@@ -165,6 +179,10 @@ impl Cluster {
     /// Node registered by its kubelet and labelled a worker, and its agent started.
     pub async fn provision(&mut self, name: &str, token: Option<&str>) -> Result<()> {
         let mut node = self.first_boot(name, token)?;
+        if self.os {
+            let dir = self.dir.path().join(name).join("os");
+            node.set_os(NodeOs::start(&self.bins.rpmostreed, &dir, &node.root).await?);
+        }
         self.register(name).await?;
         node.start_agent(&self.wiring(name))?;
         self.nodes.insert(name.to_string(), node);
@@ -451,7 +469,7 @@ impl Cluster {
             .collect()
     }
 
-    async fn pool_done(&self, config: &str) -> Result<bool> {
+    pub(crate) async fn pool_done(&self, config: &str) -> Result<bool> {
         let pool = self.pool().await?;
         let count = i64::try_from(self.nodes.len())?;
         if pool.status.machine_count != count || pool.status.updated_machine_count != count {
@@ -514,11 +532,13 @@ impl Cluster {
             let a = self.annotations(name).await.unwrap_or_default();
             let get = |k: &str| a.get(k).cloned().unwrap_or_default();
             out.push_str(&format!(
-                "{name}: current={} desired={} state={} reason={:?}\n",
+                "{name}: current={} desired={} state={} reason={:?} image={:?} desiredImage={:?}\n",
                 get(CURRENT_CONFIG),
                 get(DESIRED_CONFIG),
                 get(STATE),
-                get(REASON)
+                get(REASON),
+                get(CURRENT_IMAGE),
+                get(DESIRED_IMAGE)
             ));
         }
         out.push_str(&tail(&self.companion.logs(), 60));

@@ -25,9 +25,11 @@ pub mod api;
 pub mod cluster;
 pub mod companion;
 pub mod ignition;
+pub mod image;
 pub mod manifests;
 pub mod mcn;
 pub mod node;
+pub mod os;
 pub mod sampler;
 
 use std::path::PathBuf;
@@ -41,6 +43,8 @@ pub struct Binaries {
     pub agent: PathBuf,
     pub companion: PathBuf,
     pub apiserver: PathBuf,
+    /// The rpm-ostree stand-in, for nodes with an OS ([`Spec::os`]).
+    pub rpmostreed: PathBuf,
 }
 
 /// The [`Binaries`] cargo built for the calling test or benchmark.
@@ -51,6 +55,7 @@ macro_rules! binaries {
             agent: env!("CARGO_BIN_EXE_e2e-mco-agent").into(),
             companion: env!("CARGO_BIN_EXE_e2e-mco-companion").into(),
             apiserver: env!("CARGO_BIN_EXE_e2e-mco-test-apiserver").into(),
+            rpmostreed: env!("CARGO_BIN_EXE_e2e-mco-test-rpmostreed").into(),
         }
     };
 }

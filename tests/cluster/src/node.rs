@@ -2,8 +2,12 @@
 //! is applied), the kubelet's client certificate where the kubelet keeps it, and `mco-agent
 //! start` as a process on that root (killed and restarted at will; a reboot is a new boot id).
 //!
-//! No system bus is given to the agent (its address points at nothing), so it can neither reach
-//! rpm-ostree nor reboot anything: the tier's rollouts are files-only.
+//! By default no system bus is given to the agent (its address points at nothing), so it can
+//! neither reach rpm-ostree nor reboot anything: those rollouts are files-only. A node given an
+//! OS ([`Node::set_os`], [`crate::os::NodeOs`]) has its own bus with the rpm-ostree stand-in over
+//! its own sysroot, and its agent rebases through it. Either way the agent runs with
+//! `--skip-reboot`, and the fixture reboots the node (a new boot id) when its agent says it
+//! waits for one.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+
+use crate::os::NodeOs;
 
 /// Where the kubelet keeps its current client certificate and key (one PEM).
 pub const KUBELET_CLIENT_PEM: &str = "var/lib/kubelet/pki/kubelet-client-current.pem";
@@ -22,7 +28,7 @@ pub struct AgentWiring {
     pub kubeconfig: PathBuf,
     pub config_server: String,
     pub ca: PathBuf,
-    /// `--drain-mode` and the drain's timings.
+    /// `--drain-mode`, the drain's timings, and the scenario's own arguments.
     pub drain_args: Vec<String>,
 }
 
@@ -37,6 +43,8 @@ pub struct Node {
     boots: u32,
     agent: Option<Child>,
     starts: u32,
+    /// The node's OS (bus, sysroot, rpm-ostree stand-in), if it has one.
+    pub os: Option<NodeOs>,
 }
 
 impl Node {
@@ -58,7 +66,13 @@ impl Node {
             boots: 1,
             agent: None,
             starts: 0,
+            os: None,
         })
+    }
+
+    /// Gives the node an OS: its agent's system bus is `os`'s from the next start on.
+    pub fn set_os(&mut self, os: NodeOs) {
+        self.os = Some(os);
     }
 
     /// Starts `mco-agent start` in host-first mode: the Node's `desiredConfig`, the rendered
@@ -69,6 +83,11 @@ impl Node {
         }
         self.starts += 1;
         let log = fs::File::create(self.log_path(self.starts))?;
+        // Without an OS, no system bus: nothing on this machine can be asked to reboot or rebase.
+        let bus = match &self.os {
+            Some(os) => os.bus_address().to_string(),
+            None => format!("unix:path={}", self.dir.join("no-system-bus").display()),
+        };
         let child = Command::new(&wiring.binary)
             .arg("start")
             .arg("--root")
@@ -85,11 +104,7 @@ impl Node {
             .arg(&self.boot_id_file)
             .args(["--skip-reboot", "--metrics-listen", "127.0.0.1:0"])
             .args(&wiring.drain_args)
-            // No system bus: nothing on this machine can be asked to reboot or rebase.
-            .env(
-                "DBUS_SYSTEM_BUS_ADDRESS",
-                format!("unix:path={}", self.dir.join("no-system-bus").display()),
-            )
+            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
             .env("RUST_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("INVOCATION_ID")
@@ -141,8 +156,12 @@ impl Node {
         self.dir.join(format!("agent-{n}.log"))
     }
 
-    /// Every agent log so far.
+    /// Every agent log so far (and the rpm-ostree stand-in's, if the node has an OS).
     pub fn logs(&self) -> String {
+        let standin = self
+            .os
+            .as_ref()
+            .map(|os| format!("--- {} rpm-ostree stand-in ---\n{}", self.name, os.logs()));
         (1..=self.starts)
             .map(|n| {
                 format!(
@@ -151,6 +170,7 @@ impl Node {
                     fs::read_to_string(self.log_path(n)).unwrap_or_default()
                 )
             })
+            .chain(standin)
             .collect()
     }
 

@@ -1,7 +1,8 @@
 //! Samples the pool's availability throughout a scenario: every few tens of milliseconds it
 //! lists the Nodes and counts those of the pool that are unavailable, by a definition written
 //! here rather than taken from the companion (the code under test): not `Ready`, cordoned, or
-//! not done (`currentConfig` ≠ `desiredConfig`, or `state` ≠ `Done`). Nodes still being
+//! not done (`currentConfig` ≠ `desiredConfig`, `state` ≠ `Done`, or in an image-mode pool
+//! `currentImage` ≠ `desiredImage`, as the MCO's `LayeredNodeState` counts it). Nodes still being
 //! provisioned (first boot, bootstrap) are left out until they are first Done: they are not
 //! disrupted by a rollout.
 
@@ -13,7 +14,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
+use machine_config::mco::annotations::{
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
+};
 
 /// How often the pool is sampled.
 pub const INTERVAL: Duration = Duration::from_millis(40);
@@ -104,7 +107,8 @@ impl Drop for Sampler {
     }
 }
 
-/// Ready, schedulable, and done: `currentConfig == desiredConfig` and `state == Done`.
+/// Ready, schedulable, and done: `currentConfig == desiredConfig`, `state == Done`, and
+/// `currentImage == desiredImage` when the node has a `desiredImage`.
 pub fn is_available(node: &Node) -> bool {
     let annotation = |key: &str| {
         node.metadata
@@ -121,6 +125,8 @@ pub fn is_available(node: &Node) -> bool {
     let schedulable = node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true);
     let done = annotation(CURRENT_CONFIG).is_some()
         && annotation(CURRENT_CONFIG) == annotation(DESIRED_CONFIG)
-        && annotation(STATE).map(String::as_str) == Some(NodeState::Done.as_str());
+        && annotation(STATE).map(String::as_str) == Some(NodeState::Done.as_str())
+        && (annotation(DESIRED_IMAGE).is_none()
+            || annotation(CURRENT_IMAGE) == annotation(DESIRED_IMAGE));
     ready && schedulable && done
 }

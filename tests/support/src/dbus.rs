@@ -113,6 +113,23 @@ impl PrivateBus {
             .await
             .with_context(|| format!("connecting to the private bus at {}", self.address))
     }
+
+    /// Waits until a connection owns `name` on this bus (a service started as a process has
+    /// taken its name), up to `timeout`.
+    pub async fn wait_for_name(&self, name: &str, timeout: Duration) -> Result<()> {
+        let conn = self.connect().await?;
+        let dbus = zbus::fdo::DBusProxy::new(&conn).await?;
+        let bus_name = zbus::names::BusName::try_from(name)
+            .with_context(|| format!("{name:?} is not a bus name"))?;
+        let deadline = std::time::Instant::now() + timeout;
+        while !dbus.name_has_owner(bus_name.clone()).await? {
+            if std::time::Instant::now() > deadline {
+                bail!("nobody took the name {name} on the private bus within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for PrivateBus {

@@ -127,10 +127,58 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
                     "Invalid value: \"object\": spec.node.name should match metadata.name".into(),
                 );
             }
+            for (field, pointer) in [
+                (
+                    "spec.configImage.desiredImage",
+                    "/spec/configImage/desiredImage",
+                ),
+                (
+                    "status.configImage.currentImage",
+                    "/status/configImage/currentImage",
+                ),
+                (
+                    "status.configImage.desiredImage",
+                    "/status/configImage/desiredImage",
+                ),
+            ] {
+                if let Some(image) = obj.pointer(pointer)
+                    && let Some(problem) = image_digest_problem(field, image)
+                {
+                    return invalid(field, problem);
+                }
+            }
         }
         _ => {}
     }
     Ok(())
+}
+
+/// openshift/api's `ImageDigestFormat` (`host[:port][/namespace]/name@sha256:<digest>`): its
+/// length and its digest rule, with the CRD's messages (the name's pattern is not checked).
+fn image_digest_problem(field: &str, image: &Value) -> Option<String> {
+    let Some(image) = image.as_str() else {
+        return Some(format!("Invalid value: {image}: must be of type string"));
+    };
+    let len = image.chars().count();
+    if len < 1 {
+        return Some(format!(
+            "Invalid value: {image:?}: {field} in body should be at least 1 chars long"
+        ));
+    }
+    if len > 447 {
+        return Some("Too long: may not be more than 447 bytes".into());
+    }
+    let parts: Vec<&str> = image.split('@').collect();
+    let digest_ok = parts.len() == 2
+        && parts[1].strip_prefix("sha256:").is_some_and(|hex| {
+            hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+    (!digest_ok).then(|| {
+        "Invalid value: \"string\": the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long".to_string()
+    })
 }
 
 fn validate_binding(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
@@ -255,6 +303,29 @@ mod tests {
         assert_eq!(
             err.message,
             "MachineConfigNode.machineconfiguration.openshift.io \"n1\" is invalid: <nil>: Invalid value: \"object\": spec.node.name should match metadata.name"
+        );
+        // configImage: images by digest only.
+        let digest = format!("registry.example/os@sha256:{}", "a".repeat(64));
+        let mut with_image = mcn("n1");
+        with_image["spec"]["configImage"] = json!({"desiredImage": digest});
+        with_image["status"] =
+            json!({"configImage": {"currentImage": digest, "desiredImage": digest}});
+        assert!(validate(def("machineconfignodes"), &with_image).is_ok());
+        with_image["status"]["configImage"]["currentImage"] = json!("registry.example/os:latest");
+        let err = validate(def("machineconfignodes"), &with_image).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message.contains("status.configImage.currentImage: Invalid value: \"string\": the OCI Image reference must end with a valid '@sha256:<digest>' suffix"),
+            "{}",
+            err.message
+        );
+        with_image["status"]["configImage"]["currentImage"] = json!(digest);
+        with_image["spec"]["configImage"]["desiredImage"] = json!("registry.example/os@sha256:ABC");
+        let err = validate(def("machineconfignodes"), &with_image).unwrap_err();
+        assert!(
+            err.message.contains("spec.configImage.desiredImage"),
+            "{}",
+            err.message
         );
         let mut old = mcn("n1");
         old["status"] = json!({"observedGeneration": 3});
