@@ -142,4 +142,4 @@ printf '%-10s %s\n' \
   RssFile "$(kib "$(field RssFile)") (of which the binary: $(kib "$bin_kib"))" \
   RssShmem "$(kib "$(field RssShmem)")" \
   VmHWM "$(kib "$(field VmHWM)")" \
-  Threads "$(field Threads)"
+  Threads "$(field Threads) ($(cat /proc/"$agent"/task/*/comm | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}'))"
