@@ -16,6 +16,7 @@ mod common;
 mod daemon_env;
 #[path = "../tests/os_env/mod.rs"]
 mod os_env;
+#[path = "rebootless_update/phases.rs"]
 mod phases;
 
 use std::time::{Duration, SystemTime};
