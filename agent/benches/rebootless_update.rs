@@ -5,6 +5,9 @@
 //! serving the pool over TLS, the rpm-ostree stand-in over a real ostree sysroot on a private
 //! bus, a fake logind, and `mco-agent start` as a process on a temp root.
 //!
+//! Where the time goes is read from the timestamps of the agent's own log lines, one per step of
+//! the update ([`phases`]), and reported as the median of each phase.
+//!
 //! Only runs under `cargo bench` (`--bench`); listed by a test runner, it has no tests.
 
 #[path = "../tests/common/mod.rs"]
@@ -13,8 +16,10 @@ mod common;
 mod daemon_env;
 #[path = "../tests/os_env/mod.rs"]
 mod os_env;
+#[path = "rebootless_update/phases.rs"]
+mod phases;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use daemon_env::{Node, machine_config, secs};
 
@@ -62,14 +67,20 @@ async fn bench() {
         .await;
 
     let mut took = Vec::new();
+    let mut breakdown = Vec::new();
     for version in 1..=UPDATES {
         node.write_manifest("00-base.yaml", &config(version));
         let rendered = node.rendered_name();
         node.wait_served(&rendered).await;
+        let set = SystemTime::now();
         node.set_desired(&rendered);
         took.push(
             node.wait_annotations("the update", secs(60), "Done", Some(&rendered))
                 .await,
+        );
+        breakdown.push(
+            phases::of_update(&node.logs(), set, SystemTime::now())
+                .unwrap_or_else(|e| panic!("update {version}: {e}\n{}", node.logs())),
         );
         assert_eq!(
             node.read(FILES[0]).as_deref(),
@@ -92,4 +103,15 @@ async fn bench() {
         ms(took[took.len() / 2]),
         ms(took[took.len() - 1]),
     );
+    println!("median of each phase (ms), from the agent's log timestamps:");
+    let names = phases::PHASES.iter().map(|(name, _)| *name);
+    for (i, name) in names.chain([phases::SEEN]).enumerate() {
+        let mut phase: Vec<Duration> = breakdown.iter().map(|b| b[i]).collect();
+        phase.sort();
+        println!(
+            "  {:>7.2}  (max {:>7.2})  {name}",
+            ms(phase[phase.len() / 2]),
+            ms(phase[phase.len() - 1])
+        );
+    }
 }

@@ -239,10 +239,17 @@ fn client_cert(args: &Args) -> Option<PathBuf> {
     })
 }
 
+/// How long an idle blocking-pool thread (file reads, `tokio::fs`) lingers before it exits.
+/// The daemon idles nearly all the time and its blocking work is rare and short: a thread
+/// started anew for it costs tens of microseconds, one kept costs its stack and a thread of
+/// the idle process (tokio's default keeps it 10 s).
+const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs the daemon until SIGTERM.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
         .build()?;
     runtime.block_on(run_daemon(args))?;
     Ok(ExitCode::SUCCESS)

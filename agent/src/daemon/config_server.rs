@@ -51,7 +51,7 @@ impl ConfigServer {
     /// Fetches and reads the served config once: `name`, or without one what the pool serves.
     pub async fn fetch_once(&self, name: Option<&str>) -> Result<MachineConfig> {
         let body = fetch(&self.client, &self.url, self.node.as_deref(), name).await?;
-        served_machine_config(&body).with_context(|| format!("the config served by {}", self.url))
+        served_machine_config(body).with_context(|| format!("the config served by {}", self.url))
     }
 }
 

@@ -69,9 +69,10 @@ fn read_json<T: for<'de> Deserialize<'de>>(root: &Root, path: &str) -> Result<Op
         .with_context(|| format!("{}: unreadable", root.host_path(Path::new(path)).display()))
 }
 
+/// Serialized straight into the file: the previous config is a whole MachineConfig, which a
+/// string of its JSON would hold a second time while it is written.
 fn write_json<T: Serialize>(root: &Root, path: &str, value: &T) -> Result<()> {
-    let json = serde_json::to_vec(value).context("serializing")?;
-    root.write_atomic(Path::new(path), &json, 0o600, Owner::ROOT)
+    root.write_atomic_json(Path::new(path), value, 0o600, Owner::ROOT)
         .with_context(|| format!("writing {path}"))
 }
 

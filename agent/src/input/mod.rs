@@ -69,17 +69,23 @@ impl LoadedConfig {
             .iter()
             .any(|f| f.path == SERVED_CONTENT)
         {
-            // A config server's answer: the rendered MachineConfig is the file it appends.
-            let body = serde_json::to_vec(&config).context("re-reading the served config")?;
-            let mc = served::served_machine_config(&body).context(
-                "a config server's answer (an Ignition config with the MachineConfig it serves)",
-            )?;
+            // A config server's answer: the rendered MachineConfig is the file it appends. The
+            // answer is let go once that file is decoded.
+            let what =
+                "a config server's answer (an Ignition config with the MachineConfig it serves)";
+            let served = served::served_content(&parsed.config).context(what)?;
+            drop((config, parsed));
+            let (mc, parsed) = served::machine_config_document(served).context(what)?;
             tracing::info!(
                 config = mc.name(),
                 "applying the MachineConfig a config server's answer carries"
             );
-            return Self::from_bytes(path, mc.to_json().as_bytes())
-                .with_context(|| format!("the MachineConfig in {SERVED_CONTENT}"));
+            warn_unused(&parsed);
+            return Ok(LoadedConfig {
+                machine_config: mc,
+                ignition: parsed.config,
+                field_prefix: "$.spec.config",
+            });
         }
         warn_unused(&parsed);
         let name = name_for(path);

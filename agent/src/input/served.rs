@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use machine_config::mco::paths::SERVED_CONTENT;
-use machine_config::{Config, MachineConfig};
+use machine_config::{Config, IgnitionJson, MachineConfig, ParsedConfig};
 
 /// The Accept header: the newest spec the agent reads.
 pub const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
@@ -204,23 +204,42 @@ fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
     }
 }
 
-/// The MachineConfig inside a served Ignition config.
-pub fn served_machine_config(body: &[u8]) -> Result<MachineConfig> {
-    let config = Config::parse(body).context("not a valid Ignition config")?;
+/// The MachineConfig inside a served Ignition config (`body`, the server's answer). The answer
+/// carries the config twice (its files, and the MachineConfig encoded in [`SERVED_CONTENT`]):
+/// it is read in place and let go once that file is decoded, and the MachineConfig is read in
+/// place too, so at most the answer and the decoded MachineConfig are held at once.
+pub fn served_machine_config(body: Vec<u8>) -> Result<MachineConfig> {
+    let served = {
+        let (value, sources) = super::read_document(body).context("not a valid Ignition config")?;
+        let parsed = IgnitionJson::from_parts(value, sources)
+            .parse()
+            .context("not a valid Ignition config")?;
+        served_content(&parsed.config)?
+    };
+    let (mc, _) = machine_config_document(served)?;
+    Ok(mc)
+}
+
+/// The decoded [`SERVED_CONTENT`] of a served config.
+pub(super) fn served_content(config: &Config) -> Result<Vec<u8>> {
     let file = config
         .storage
         .files
         .iter()
         .find(|f| f.path == SERVED_CONTENT)
         .with_context(|| format!("no {SERVED_CONTENT} in it (not a machine-config server?)"))?;
-    let bytes = file
-        .decoded_contents()
-        .with_context(|| format!("decoding {SERVED_CONTENT}"))?;
-    let mc = MachineConfig::from_slice(&bytes).with_context(|| SERVED_CONTENT.to_string())?;
+    file.decoded_contents()
+        .with_context(|| format!("decoding {SERVED_CONTENT}"))
+}
+
+/// The MachineConfig in the decoded [`SERVED_CONTENT`], read in place, and its Ignition config.
+pub(super) fn machine_config_document(served: Vec<u8>) -> Result<(MachineConfig, ParsedConfig)> {
+    let (value, sources) = super::read_document(served).context(SERVED_CONTENT)?;
+    let (mc, parsed) = MachineConfig::from_document(value, sources).context(SERVED_CONTENT)?;
     if mc.name().is_empty() {
         bail!("{SERVED_CONTENT}: the MachineConfig has no name");
     }
-    Ok(mc)
+    Ok((mc, parsed))
 }
 
 #[cfg(test)]
@@ -229,6 +248,47 @@ mod tests {
 
     fn response(body: &'static [u8]) -> reqwest::Response {
         reqwest::Response::from(http::Response::new(body))
+    }
+
+    fn answer(mc: &str) -> Vec<u8> {
+        let file = serde_json::json!({"path": SERVED_CONTENT, "mode": 420,
+            "contents": {"source": machine_config::dataurl::encode_base64(mc.as_bytes())}});
+        let config = serde_json::json!({"ignition": {"version": "3.5.0"},
+            "storage": {"files": [file, {"path": "/etc/first-boot-only", "contents": {"source": "data:,x"}}]}});
+        serde_json::to_vec(&config).unwrap()
+    }
+
+    #[test]
+    fn the_served_machine_config_is_read_from_the_answer() {
+        let mc = r#"{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig",
+            "metadata":{"name":"rendered-worker-1"},"spec":{"config":{"ignition":{"version":"3.4.0"},
+            "storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,hello"}}]}}}}"#;
+        let read = served_machine_config(answer(mc)).unwrap();
+        assert_eq!(read.name(), "rendered-worker-1");
+        let files = read.ignition().unwrap().storage.files;
+        assert_eq!(
+            files.len(),
+            1,
+            "the answer's own files are not the MachineConfig's"
+        );
+        assert_eq!(files[0].decoded_contents().unwrap(), b"hello");
+
+        let unnamed = mc.replace("rendered-worker-1", "");
+        let e = served_machine_config(answer(&unnamed)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("the MachineConfig has no name"),
+            "{e:#}"
+        );
+        let e = served_machine_config(br#"{"ignition":{"version":"3.5.0"}}"#.to_vec()).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not a machine-config server"),
+            "{e:#}"
+        );
+        let e = served_machine_config(b"<html>".to_vec()).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("not a valid Ignition config"),
+            "{e:#}"
+        );
     }
 
     #[tokio::test]
