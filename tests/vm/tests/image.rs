@@ -56,7 +56,7 @@ fn image_mode_update_rebases_to_the_desired_image_and_boots_it_once() -> Result<
     let cluster = GuestCluster::start()?;
     cluster.add_config("rendered-worker-1", rendered(&[]))?;
     cluster.add_config("rendered-worker-2", rendered(&[(IMAGE_FILE, "layered")]))?;
-    // Two boots and the agent's start in each: 200-275 s under TCG on a loaded machine.
+    // Two boots and the agent's start in each: 220-318 s under TCG on a loaded machine.
     let mut vm = Vm::builder("image-mode-update", Disk::Ostree)
         .timeout(Duration::from_secs(420))
         .boot()?;
