@@ -240,3 +240,26 @@ async fn an_image_already_booted_is_not_rebased_again() {
         Some(LAYERED)
     );
 }
+
+/// `/run/ostree/auth.json` is linked at start-up, as the MCD's rpm-ostree client does when it
+/// initializes: `/run` is empty after a boot, and pulls outside an update need the secret too.
+#[tokio::test]
+async fn start_up_links_the_pull_secret_for_rpm_ostree() {
+    use machine_config::mco::paths::{KUBELET_PULL_SECRET, OSTREE_AUTH};
+    let node = Node::new();
+    node.provision(&a()).await;
+    node.write(KUBELET_PULL_SECRET, "{\"auths\":{}}\n");
+    let link = node.path().join(OSTREE_AUTH.trim_start_matches('/'));
+    let source = Arc::new(FakeSource::default());
+    source.add(&a());
+    for boot in ["first start", "after a boot emptied /run"] {
+        assert!(std::fs::symlink_metadata(&link).is_err(), "{boot}");
+        daemon(&node, source.clone()).await;
+        assert_eq!(
+            std::fs::read_link(&link).ok().as_deref(),
+            Some(std::path::Path::new(KUBELET_PULL_SECRET)),
+            "{boot}"
+        );
+        std::fs::remove_file(&link).unwrap();
+    }
+}

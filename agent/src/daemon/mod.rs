@@ -144,6 +144,7 @@ impl Daemon {
     /// Start-up: stale temp files removed, checks; then sd_notify `READY=1`.
     pub async fn start(&mut self) -> Result<()> {
         self.engine.remove_stale_temp_files();
+        startup::link_pull_secret(&self.engine);
         match startup::resume(&self.engine).await {
             Started::Ready => {}
             Started::Rebooting => self.parked = Some(Parked::Rebooting),

@@ -34,6 +34,20 @@ pub enum Started {
     NeedsReboot,
 }
 
+/// Links `/run/ostree/auth.json` to the cluster's pull secret at start-up, as the MCD does
+/// when it initializes its rpm-ostree client: `/run` is empty after every boot, and a pull
+/// outside the agent's updates (an admin's `rpm-ostree rebase` or `upgrade`) needs the
+/// credentials too. Only with rpm-ostree; a
+/// failure is logged and start-up goes on (each pull arranges the link again and fails there).
+pub fn link_pull_secret(engine: &Engine) {
+    if !engine.checks_os() {
+        return;
+    }
+    if let Err(e) = crate::os::arrange_pull_secret(engine.root()) {
+        tracing::error!(error = %e, "error while linking rpm-ostree pull secrets");
+    }
+}
+
 /// Finishes a recorded update, if any.
 pub async fn resume(engine: &Engine) -> Started {
     let Some(report) = engine.resume().await else {

@@ -3,8 +3,9 @@
 //! pull secret (`/etc/mco/internal-registry-pull-secret.json`) when that is there and valid
 //! JSON, else to the kubelet's (`/var/lib/kubelet/config.json`).
 //!
-//! Being a link, it follows every rewrite of the secret file; it is arranged again before each
-//! OS image pull (an update's rebase, `mco-agent pivot`), so a merged secret that appears,
+//! Being a link, it follows every rewrite of the secret file; it is arranged at the daemon's
+//! start-up (`/run` is empty after a boot) and again before each OS image pull (an update's
+//! rebase, `mco-agent pivot`), so a merged secret that appears,
 //! disappears or turns invalid is picked up too. Contents are never read beyond a JSON
 //! well-formedness check and never logged: messages name paths only.
 

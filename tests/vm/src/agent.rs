@@ -160,3 +160,43 @@ impl Vm {
         Ok(())
     }
 }
+
+impl Vm {
+    /// Makes the booted deployment one deployed from the container image `image` (its origin's
+    /// `container-image-reference`), as on a node installed from an OS image: the disk's commits
+    /// are deployed from ostree refs. Call before the rpm-ostree stand-in starts (it reads the
+    /// origins when it loads the sysroot).
+    pub fn booted_from_image(&mut self, image: &str) -> Result<()> {
+        self.run(&format!(
+            "set -e\n\
+             d=$(ostree admin status | sed -n 's/^\\* debian \\([0-9a-f]*\\.[0-9]*\\).*/\\1/p')\n\
+             test -n \"$d\"\n\
+             mount -o remount,rw /sysroot 2>/dev/null || true\n\
+             printf '[origin]\\ncontainer-image-reference=ostree-unverified-registry:{image}\\n' \
+               > /ostree/deploy/debian/deploy/$d.origin\n"
+        ))
+        .context("recording the booted deployment's origin as an image")?;
+        Ok(())
+    }
+
+    /// Has the rpm-ostree stand-in refuse pulls from `registry` unless `/run/ostree/auth.json`
+    /// holds credentials for it (`--auth-required`), as a registry that needs the cluster's pull
+    /// secret does; restarts it.
+    pub fn standin_requires_auth(&mut self, registry: &str) -> Result<()> {
+        // The packaged stand-in unit's command line (tests/vm/standin/rpm-ostreed.service), plus
+        // the flag.
+        self.run(&format!(
+            "set -e\n\
+             mkdir -p /etc/systemd/system/rpm-ostreed.service.d\n\
+             printf '[Service]\\nExecStart=\\nExecStart=/usr/local/bin/mco-test-rpmostreed \
+               --sysroot / --run-dir /run/rpm-ostreed --image-map /etc/mco-vmtest/image-map \
+               --auth-required {registry}\\n' \
+               > /etc/systemd/system/rpm-ostreed.service.d/50-auth-required.conf\n\
+             systemctl daemon-reload\n\
+             systemctl restart rpm-ostreed.service\n\
+             systemctl show -P ExecStart rpm-ostreed.service | grep -q -- '--auth-required {registry}'\n"
+        ))
+        .context("making the rpm-ostree stand-in require registry credentials")?;
+        Ok(())
+    }
+}

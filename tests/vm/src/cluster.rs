@@ -65,8 +65,18 @@ impl GuestCluster {
 
     /// Points the node's `desiredConfig` at `name`, as the node controller does.
     pub fn set_desired(&self, name: &str) -> Result<()> {
-        let patch =
-            json!({"metadata": {"annotations": {format!("{ANNOTATION}desiredConfig"): name}}});
+        self.set_annotations(&[("desiredConfig", Some(name))])
+    }
+
+    /// Sets (or with `None` removes) the node's `machineconfiguration.openshift.io/KEY`
+    /// annotations in one write, as the MCO's controllers do: e.g. `desiredConfig` with
+    /// `desiredImage` when an image-mode pool rolls a node onto a built image.
+    pub fn set_annotations(&self, changes: &[(&str, Option<&str>)]) -> Result<()> {
+        let annotations: serde_json::Map<String, Value> = changes
+            .iter()
+            .map(|(key, value)| (format!("{ANNOTATION}{key}"), json!(value)))
+            .collect();
+        let patch = json!({"metadata": {"annotations": annotations}});
         self.api
             .patch("nodes", None, GUEST_NODE, &patch, Target::Main)?;
         Ok(())
