@@ -29,6 +29,7 @@ pub mod manifests;
 pub mod mcn;
 pub mod node;
 pub mod sampler;
+pub mod scale;
 
 use std::path::PathBuf;
 use std::time::Duration;

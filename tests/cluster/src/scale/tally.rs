@@ -1,0 +1,52 @@
+//! API requests by who made them, from the API test server's audit (one event per request):
+//! the companion's service account, and the kubelet identities the agents run as.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use mco_test_support::apiserver::AuditEvent;
+
+use crate::api::{COMPANION_ACCOUNT, MCO_NAMESPACE};
+
+/// Requests of one party, by `VERB RESOURCE[/SUBRESOURCE]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub by_kind: BTreeMap<String, usize>,
+}
+
+impl Requests {
+    pub fn total(&self) -> usize {
+        self.by_kind.values().sum()
+    }
+}
+
+/// The companion's and the agents' requests in a stretch of the audit.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub companion: Requests,
+    pub agents: Requests,
+    /// The nodes whose kubelet identity made a request.
+    pub agent_nodes: BTreeSet<String>,
+}
+
+/// Tallies `events`.
+pub fn tally(events: &[AuditEvent]) -> Tally {
+    let companion = format!("system:serviceaccount:{MCO_NAMESPACE}:{COMPANION_ACCOUNT}");
+    let mut out = Tally::default();
+    for event in events {
+        let what = if event.subresource.is_empty() {
+            format!("{} {}", event.verb, event.resource)
+        } else {
+            format!("{} {}/{}", event.verb, event.resource, event.subresource)
+        };
+        let party = if event.user == companion {
+            &mut out.companion
+        } else if let Some(node) = event.user.strip_prefix("system:node:") {
+            out.agent_nodes.insert(node.to_string());
+            &mut out.agents
+        } else {
+            continue;
+        };
+        *party.by_kind.entry(what).or_default() += 1;
+    }
+    out
+}
