@@ -50,3 +50,42 @@ pub fn tally(events: &[AuditEvent]) -> Tally {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(user: &str, verb: &str, resource: &str, subresource: &str) -> AuditEvent {
+        serde_json::from_value(json!({
+            "user": user, "groups": [], "verb": verb, "apiGroup": "", "resource": resource,
+            "subresource": subresource, "namespace": "", "name": "x", "nonResourcePath": "",
+            "allowed": true, "authorizer": "RBAC", "reason": "", "code": 200,
+        }))
+        .expect("an audit event")
+    }
+
+    #[test]
+    fn counts_the_companion_and_each_kubelet_and_nobody_else() {
+        let companion = format!("system:serviceaccount:{MCO_NAMESPACE}:{COMPANION_ACCOUNT}");
+        let events = [
+            event(&companion, "list", "nodes", ""),
+            event(&companion, "list", "nodes", ""),
+            event(&companion, "patch", "machineconfigpools", "status"),
+            event("system:node:worker-0", "patch", "nodes", ""),
+            event("system:node:worker-1", "patch", "nodes", ""),
+            event("system:node:worker-1", "create", "events", ""),
+            event("admin", "list", "nodes", ""),
+        ];
+        let t = tally(&events);
+        assert_eq!(t.companion.total(), 3);
+        assert_eq!(t.companion.by_kind["list nodes"], 2);
+        assert_eq!(t.companion.by_kind["patch machineconfigpools/status"], 1);
+        assert_eq!(t.agents.total(), 3);
+        assert_eq!(t.agents.by_kind["patch nodes"], 2);
+        assert_eq!(
+            t.agent_nodes.iter().collect::<Vec<_>>(),
+            ["worker-0", "worker-1"]
+        );
+    }
+}
