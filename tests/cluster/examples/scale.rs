@@ -208,6 +208,12 @@ fn print_roll(r: &RollReport) {
     for (what, count) in &agent.by_kind {
         println!("  {what}: {:.2} per update", *count as f64 / agents);
     }
+    let others = &r.requests.other_agents;
+    println!(
+        "the other pools' agents meanwhile: {} requests {:?}",
+        others.total(),
+        others.by_kind
+    );
     println!("load average: {}", r.load);
 }
 

@@ -80,7 +80,10 @@ impl ScaleCluster {
             apiserver_cpu: apiserver.cpu.saturating_sub(api_before.cpu),
             apiserver,
             agents_cpu,
-            requests: tally::tally(&audit[audit_before.min(audit.len())..]),
+            requests: tally::tally(
+                &audit[audit_before.min(audit.len())..],
+                &pool.node_names().into_iter().take(pool.agents).collect(),
+            ),
             max_unavailable,
             load: std::fs::read_to_string("/proc/loadavg")
                 .unwrap_or_default()

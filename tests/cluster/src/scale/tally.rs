@@ -23,13 +23,16 @@ impl Requests {
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
     pub companion: Requests,
+    /// The agents of the nodes asked about (those updated).
     pub agents: Requests,
-    /// The nodes whose kubelet identity made a request.
+    /// The nodes asked about whose kubelet identity made a request.
     pub agent_nodes: BTreeSet<String>,
+    /// The other agents meanwhile (idle: their watches renewed).
+    pub other_agents: Requests,
 }
 
-/// Tallies `events`.
-pub fn tally(events: &[AuditEvent]) -> Tally {
+/// Tallies `events`; the agents of `nodes` apart from the others.
+pub fn tally(events: &[AuditEvent], nodes: &BTreeSet<String>) -> Tally {
     let companion = format!("system:serviceaccount:{MCO_NAMESPACE}:{COMPANION_ACCOUNT}");
     let mut out = Tally::default();
     for event in events {
@@ -41,8 +44,12 @@ pub fn tally(events: &[AuditEvent]) -> Tally {
         let party = if event.user == companion {
             &mut out.companion
         } else if let Some(node) = event.user.strip_prefix("system:node:") {
-            out.agent_nodes.insert(node.to_string());
-            &mut out.agents
+            if nodes.contains(node) {
+                out.agent_nodes.insert(node.to_string());
+                &mut out.agents
+            } else {
+                &mut out.other_agents
+            }
         } else {
             continue;
         };
@@ -75,9 +82,11 @@ mod tests {
             event("system:node:worker-0", "patch", "nodes", ""),
             event("system:node:worker-1", "patch", "nodes", ""),
             event("system:node:worker-1", "create", "events", ""),
+            event("system:node:infra-0", "watch", "nodes", ""),
             event("admin", "list", "nodes", ""),
         ];
-        let t = tally(&events);
+        let updated = BTreeSet::from(["worker-0".to_string(), "worker-1".to_string()]);
+        let t = tally(&events, &updated);
         assert_eq!(t.companion.total(), 3);
         assert_eq!(t.companion.by_kind["list nodes"], 2);
         assert_eq!(t.companion.by_kind["patch machineconfigpools/status"], 1);
@@ -87,5 +96,6 @@ mod tests {
             t.agent_nodes.iter().collect::<Vec<_>>(),
             ["worker-0", "worker-1"]
         );
+        assert_eq!(t.other_agents.by_kind["watch nodes"], 1);
     }
 }
