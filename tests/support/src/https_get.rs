@@ -21,9 +21,11 @@ pub struct Fetched {
     pub took: Duration,
 }
 
-/// GETs `path` from `host:port` (`server_name` checked against the certificate) with `headers`.
+/// GETs `path` from `host:port` (`server_name` checked against the certificate) with `headers`,
+/// from the local address `source` if given (many machines on one host: 127.0.0.0/8).
 pub async fn get(
     config: Arc<rustls::ClientConfig>,
+    source: Option<std::net::Ipv4Addr>,
     host: &str,
     port: u16,
     server_name: &str,
@@ -31,9 +33,19 @@ pub async fn get(
     headers: &[(&str, &str)],
 ) -> Result<Fetched> {
     let start = Instant::now();
-    let tcp = TcpStream::connect((host, port))
-        .await
-        .with_context(|| format!("connecting to {host}:{port}"))?;
+    let tcp = match source {
+        None => TcpStream::connect((host, port)).await,
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind((ip, 0).into())?;
+            let addr = tokio::net::lookup_host((host, port))
+                .await?
+                .find(std::net::SocketAddr::is_ipv4)
+                .with_context(|| format!("{host} has no IPv4 address"))?;
+            socket.connect(addr).await
+        }
+    }
+    .with_context(|| format!("connecting to {host}:{port}"))?;
     let name = ServerName::try_from(server_name.to_string())
         .with_context(|| format!("{server_name:?} is not a server name"))?;
     let mut tls = TlsConnector::from(config)
@@ -99,8 +111,11 @@ mod tests {
             anyhow::Ok(request)
         });
         let config = client_config_trusting(ca.cert_pem())?;
+        // from another loopback address, as one of many machines on this host
+        let source = Some(std::net::Ipv4Addr::new(127, 0, 0, 2));
         let got = get(
             config,
+            source,
             "127.0.0.1",
             port,
             "127.0.0.1",

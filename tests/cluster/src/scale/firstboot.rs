@@ -47,12 +47,15 @@ pub async fn burst(ca_pem: &str, port: u16, path: &str, n: usize) -> Result<Burs
     let config = mco_test_support::tls::client_config_trusting(ca_pem)?;
     let start_line = Arc::new(tokio::sync::Barrier::new(n + 1));
     let mut tasks = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
+        // each machine its own address, as 1,000 machines have (the server caps per address)
+        let source = std::net::Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8);
         let (config, start_line, path) = (config.clone(), start_line.clone(), path.to_string());
         tasks.push(tokio::spawn(async move {
             start_line.wait().await;
             https_get::get(
                 config,
+                Some(source),
                 "127.0.0.1",
                 port,
                 "127.0.0.1",
