@@ -140,6 +140,11 @@ impl ApiServer {
             .context("signalling the API server")
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Every authorization decision so far.
     pub fn audit(&self) -> Result<Vec<AuditEvent>> {
         read_audit_log(&self.audit_log)

@@ -113,6 +113,11 @@ impl Companion {
         }
     }
 
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL, as a crash or an evicted pod would stop it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -31,6 +31,7 @@ pub mod mcn;
 pub mod node;
 pub mod os;
 pub mod sampler;
+pub mod scale;
 
 use std::path::PathBuf;
 use std::time::Duration;

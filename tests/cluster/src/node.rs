@@ -127,6 +127,11 @@ impl Node {
         }
     }
 
+    /// The running agent's process id.
+    pub fn agent_pid(&self) -> Option<u32> {
+        self.agent.as_ref().map(Child::id)
+    }
+
     /// Whether the agent process is running.
     pub fn agent_running(&mut self) -> bool {
         self.agent

@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod child;
 pub mod component;
 pub mod dbus;
+pub mod https_get;
 pub mod logind;
 pub mod nspawn;
 pub mod rpmostreed;

@@ -1,0 +1,197 @@
+//! The fleet as the scale harness sees it through one watch on all Nodes: which pool each node
+//! is in, whether it is available (by the tier's own definition, [`sampler::is_available`]),
+//! the most nodes of a pool unavailable at once, and, for the nodes no real agent runs on, an
+//! agent played by patching the Node as `mco-agent` does on a files-only update: `state`
+//! `Working` when a new `desiredConfig` appears, then after `update_time` `currentConfig` set
+//! to it and `state` `Done`.
+//!
+//! One watch rather than polling: listing 1,000 Nodes every few tens of milliseconds would make
+//! the harness the API server's main load and blur what the companion and the agents cost.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use machine_config::mco::NodeState;
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
+use serde_json::json;
+
+use crate::sampler::is_available;
+
+/// A pool as the fleet tells its nodes apart: its name and its nodes' role label.
+#[derive(Debug, Clone)]
+pub struct PoolLabel {
+    pub pool: String,
+    pub node_label: String,
+}
+
+/// What the watch last saw of one node.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    pool: String,
+    current: String,
+    state: String,
+    available: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    nodes: HashMap<String, Seen>,
+    /// The most nodes of each pool unavailable at once since the last reset.
+    max_unavailable: BTreeMap<String, usize>,
+    /// The `desiredConfig` each played node was last taken to (played once each).
+    played: HashMap<String, String>,
+    updates_played: usize,
+    failures: Vec<String>,
+}
+
+/// The running watch (and the played agents); stops when dropped.
+pub struct Fleet {
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Fleet {
+    /// Watches every Node with `client` (an administrator); plays the agent of the nodes in
+    /// `played`, each update taking `update_time`.
+    pub fn start(
+        client: kube::Client,
+        pools: Vec<PoolLabel>,
+        played: HashSet<String>,
+        update_time: Duration,
+    ) -> Fleet {
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        let played = Arc::new(played);
+        let task = tokio::spawn(async move {
+            let api: Api<Node> = Api::all(client);
+            let mut events = watcher(api.clone(), watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Ok(node) = event else { continue };
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let annotation = |key: &str| {
+                    node.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(key).cloned())
+                        .unwrap_or_default()
+                };
+                let labels = node.metadata.labels.clone().unwrap_or_default();
+                let pool = pools
+                    .iter()
+                    .find(|p| labels.contains_key(&p.node_label))
+                    .map(|p| p.pool.clone())
+                    .unwrap_or_default();
+                let desired = annotation(DESIRED_CONFIG);
+                let seen = Seen {
+                    pool,
+                    current: annotation(CURRENT_CONFIG),
+                    state: annotation(STATE),
+                    available: is_available(&node),
+                };
+                let play = played.contains(&name)
+                    && !desired.is_empty()
+                    && desired != seen.current
+                    && lock(&shared).played.get(&name) != Some(&desired);
+                lock(&shared).observe(&name, seen);
+                if play {
+                    lock(&shared).played.insert(name.clone(), desired.clone());
+                    let (api, shared) = (api.clone(), shared.clone());
+                    tokio::spawn(async move {
+                        let result = play_update(&api, &name, &desired, update_time).await;
+                        let mut state = lock(&shared);
+                        match result {
+                            Ok(()) => state.updates_played += 1,
+                            Err(err) => state.failures.push(format!("{name}: {err:#}")),
+                        }
+                    });
+                }
+            }
+        });
+        Fleet { state, task }
+    }
+
+    /// Starts counting the most unavailable nodes per pool afresh.
+    pub fn reset_max_unavailable(&self) {
+        lock(&self.state).max_unavailable.clear();
+    }
+
+    /// The most nodes of `pool` unavailable at once since the last reset.
+    pub fn max_unavailable(&self, pool: &str) -> usize {
+        lock(&self.state)
+            .max_unavailable
+            .get(pool)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// (nodes of `pool` Done on `config`, nodes of `pool`) as last seen.
+    pub fn done_on(&self, pool: &str, config: &str) -> (usize, usize) {
+        let state = lock(&self.state);
+        let members = state.nodes.values().filter(|s| s.pool == pool);
+        let (mut done, mut total) = (0, 0);
+        for seen in members {
+            total += 1;
+            if seen.current == config && seen.state == NodeState::Done.as_str() && seen.available {
+                done += 1;
+            }
+        }
+        (done, total)
+    }
+
+    /// How many updates the played agents finished, and the patches that failed.
+    pub fn played(&self) -> (usize, Vec<String>) {
+        let state = lock(&self.state);
+        (state.updates_played, state.failures.clone())
+    }
+}
+
+impl State {
+    fn observe(&mut self, name: &str, seen: Seen) {
+        let pool = seen.pool.clone();
+        self.nodes.insert(name.to_string(), seen);
+        let unavailable = self
+            .nodes
+            .values()
+            .filter(|s| s.pool == pool && !s.available)
+            .count();
+        let max = self.max_unavailable.entry(pool).or_default();
+        *max = (*max).max(unavailable);
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A files-only update as the agent reports it: Working, the files written, Done.
+async fn play_update(
+    api: &Api<Node>,
+    name: &str,
+    desired: &str,
+    update_time: Duration,
+) -> anyhow::Result<()> {
+    let params = PatchParams::default();
+    let working = json!({"metadata": {"annotations": {
+        STATE: NodeState::Working.as_str(), REASON: ""}}});
+    api.patch(name, &params, &Patch::Merge(working)).await?;
+    tokio::time::sleep(update_time).await;
+    let done = json!({"metadata": {"annotations": {
+        CURRENT_CONFIG: desired, STATE: NodeState::Done.as_str(), REASON: ""}}});
+    api.patch(name, &params, &Patch::Merge(done)).await?;
+    Ok(())
+}
