@@ -26,6 +26,15 @@ bin=$CARGO_TARGET_DIR/release
 
 # a thousand TLS connections at once, and hundreds of agents each with its own files
 ulimit -n "$(ulimit -Hn)"
+# Every agent's drift monitor holds an inotify instance, and the kernel's default is 128 per
+# user: with 200 agents, everything else of root's that needs inotify (the test suite, systemd
+# tools) fails with "Too many open files" while the harness runs. Raised for the machine (it
+# stays raised; the previous value is printed to restore it).
+instances=$(cat /proc/sys/fs/inotify/max_user_instances)
+if [ "$instances" -lt 1024 ]; then
+  echo "fs.inotify.max_user_instances: $instances -> 1024 (restore: sysctl fs.inotify.max_user_instances=$instances)"
+  sysctl -q fs.inotify.max_user_instances=1024
+fi
 echo "release build (lto=$CARGO_PROFILE_RELEASE_LTO, codegen-units=$CARGO_PROFILE_RELEASE_CODEGEN_UNITS) in $bin; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 exec "$bin/examples/scale" \
   --agent-bin "$bin/e2e-mco-agent" \
