@@ -368,6 +368,7 @@ impl Engine {
                 "the update took: booted deployment, kernel arguments and files match"
             );
             // a bad boot is rolled back first; then the admin's post-boot hooks
+            self.reporter.checking_health(rec.desired.name());
             if let Err(problems) = self
                 .check_health(rec.desired.name(), &ctx.desired_ign)
                 .await
