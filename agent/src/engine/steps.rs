@@ -166,7 +166,7 @@ impl Engine {
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
             Step::BootFailed => self.roll_back_boot(rec, ctx).await,
-            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec).await,
+            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec, ctx).await,
             Step::RebootingBack => self.reboot_back(rec).await,
         }
     }
