@@ -355,12 +355,14 @@ impl Engine {
                 Err(e) => reason.push_str(&format!("; the booted deployment is unknown: {e:#}")),
             }
         }
-        // By hand, `currentconfig` (and the Node's `currentConfig`) said the config rolled
-        // back from; automatically it never stopped saying the one rolled back to.
+        // By hand, the Node's `currentConfig` said the config rolled back from (whatever the
+        // `currentconfig` of the deployment booted back into says: it is that deployment's
+        // /etc); automatically it never stopped saying the one rolled back to.
         let was_current = input::read_current(&self.root)
             .ok()
             .flatten()
-            .map(|c| c.machine_config.name().to_string());
+            .map(|c| c.machine_config.name().to_string())
+            .filter(|_| !rec.by_hand);
         let failed = FailedTarget {
             config: rec.desired.clone(),
             reason: reason.clone(),

@@ -12,19 +12,19 @@ use crate::engine::{HealthOptions, Outcome, Step};
 
 const NEW_IMAGE: &str = "quay.io/example/os@sha256:2222";
 /// Its changes only reload crio: an update of it alone is rebootless.
-const FILE: &str = CRIO_POLICY;
+pub(super) const FILE: &str = CRIO_POLICY;
 
-fn a() -> MachineConfig {
+pub(super) fn a() -> MachineConfig {
     mc("rendered-worker-A", &[(FILE, "a\n")], &[], IMAGE)
 }
 
 /// A new OS image and a changed file: staged, rebooted.
-fn b() -> MachineConfig {
+pub(super) fn b() -> MachineConfig {
     mc("rendered-worker-B", &[(FILE, "b\n")], &[], NEW_IMAGE)
 }
 
 /// Health checks that give up after the first round.
-fn at_once() -> HealthOptions {
+pub(super) fn at_once() -> HealthOptions {
     HealthOptions {
         deadline: Duration::ZERO,
         check_timeout: Duration::from_secs(10),
@@ -33,7 +33,7 @@ fn at_once() -> HealthOptions {
     }
 }
 
-fn failing_check(node: &Node) {
+pub(super) fn failing_check(node: &Node) {
     node.write(
         "/etc/mco-agent/health.d/50-app",
         "#!/bin/sh\necho app is broken\nexit 3\n",
@@ -42,13 +42,13 @@ fn failing_check(node: &Node) {
     fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-async fn node_in_a() -> Node {
+pub(super) async fn node_in_a() -> Node {
     let node = Node::new();
     node.provision(&a()).await;
     node
 }
 
-fn booted_image(node: &Node) -> Option<String> {
+pub(super) fn booted_image(node: &Node) -> Option<String> {
     node.os
         .deployments()
         .deployments
@@ -306,69 +306,4 @@ async fn rollback_by_hand_of_a_rebootless_update_leaves_the_os() {
     // An update in progress refuses a rollback by hand.
     let err = format!("{:#}", node.engine().rollback_plan().unwrap_err());
     assert!(err.contains("an update is in progress"), "{err}");
-}
-
-/// `cp -a` of directory `from` to `to` (which must not exist).
-fn copy_tree(from: &Path, to: &Path) {
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "cp -a {} {}",
-        from.display(),
-        to.display()
-    );
-}
-
-/// On ostree, rpm-ostree's Rollback boots the previous deployment with its own `/etc`, as the
-/// node left it at the reboot into the update: the update's record at `RebootRequested` and
-/// the update's files, none of what the rollback wrote in the bad boot. The boot back still
-/// ends rolled back (the record's copy in `/var`): the previous config's files, Degraded, the
-/// failed target, and no third reboot (not the update staged again as a lost reboot).
-#[tokio::test]
-async fn the_boot_back_with_the_previous_deployments_own_etc_ends_rolled_back() {
-    let node = node_in_a().await;
-    let r = node.engine().update(&b(), false).await;
-    assert_eq!(r.outcome, Outcome::Rebooting, "{r:?}");
-    let etc = node.path().join("etc");
-    let saved = tempfile::tempdir().unwrap();
-    let etc_of_a = saved.path().join("etc");
-    copy_tree(&etc, &etc_of_a);
-    node.reboot(false);
-    failing_check(&node);
-    let r = node
-        .engine_opts(node.seams(), at_once())
-        .resume()
-        .await
-        .unwrap();
-    assert_eq!(r.outcome, Outcome::Rebooting, "{r:?}");
-
-    node.reboot(false);
-    fs::remove_dir_all(&etc).unwrap();
-    copy_tree(&etc_of_a, &etc);
-    assert_eq!(node.read(FILE).as_deref(), Some("b\n"), "the update's file");
-    let r = node
-        .engine_opts(node.seams(), at_once())
-        .resume()
-        .await
-        .unwrap();
-    let Outcome::Degraded(reason) = &r.outcome else {
-        panic!("{r:?}")
-    };
-    assert!(
-        reason.starts_with("boot into rendered-worker-B failed: health check")
-            && reason.ends_with("; rolled back to rendered-worker-A"),
-        "{reason}"
-    );
-    assert_eq!(node.read(FILE).as_deref(), Some("a\n"));
-    assert_eq!(booted_image(&node).as_deref(), Some(IMAGE));
-    assert_eq!(node.current().as_deref(), Some("rendered-worker-A"));
-    assert_eq!(node.recorded_step(), None);
-    assert_eq!(node.read(crate::engine::record::BOOT_ROLLBACK_RECORD), None);
-    assert!(node.read(FAILED_TARGET).is_some());
-    assert_eq!(node.rebooter.reasons().len(), 2, "one reboot in, one back");
 }
