@@ -28,7 +28,7 @@ fn ignition(files: &[(&str, u32, &str)]) -> serde_json::Value {
 /// harness's default 300 s on a loaded machine.
 fn node(name: &str, cluster: &GuestCluster, first: &str) -> Result<Vm> {
     let mut vm = Vm::builder(name, Disk::Ostree)
-        .timeout(Duration::from_secs(600))
+        .timeout(Duration::from_secs(900))
         .boot()?;
     vm.install_agent()?;
     vm.install_rpmostree_standin()?;
