@@ -5,7 +5,8 @@
 //!   commit, uncordon, Done — or Degraded saying what did not take); seed the current config
 //!   from `node-annotations.json` when none is recorded; validate the disk against the current
 //!   config (Degraded with every mismatch) unless the force file is present. Then sd_notify
-//!   `READY=1`.
+//!   `READY=1` (in the boot into an update, already once the boot is verified, before its
+//!   health checks: they wait for units ordered after the agent, such as the kubelet).
 //! - The desired config: with a cluster, the node's `desiredConfig` ([`DesiredFeed::Cluster`]),
 //!   fetched by name from the source (the API server, or host-first the config server, whose
 //!   served name must match); standalone, whatever the config server serves for the node's
@@ -141,7 +142,8 @@ impl Daemon {
         &self.engine
     }
 
-    /// Start-up: stale temp files removed, checks; then sd_notify `READY=1`.
+    /// Start-up: stale temp files removed, checks; then sd_notify `READY=1` (the engine says
+    /// it earlier in the boot into an update, before the health checks).
     pub async fn start(&mut self) -> Result<()> {
         self.engine.remove_stale_temp_files();
         startup::link_pull_secret(&self.engine);

@@ -20,6 +20,13 @@ pub const UPDATE_RECORD: &str = "/etc/machine-config-daemon/mco-agent-update.jso
 
 /// Version of the record's format.
 const RECORD_VERSION: u32 = 1;
+/// A copy of the record while a bad boot is rolled back (steps `BootFailed` and
+/// `RebootingBack`), in `/var`, which every ostree deployment shares. rpm-ostree's `Rollback`
+/// boots the previous deployment with its own `/etc`, as the node left it when it rebooted
+/// into the update: the update's record still at `RebootRequested` (read alone, a reboot that
+/// never happened, staged again: a boot loop), the update's files, and none of what the
+/// rollback wrote. While this copy exists it is the record.
+pub const BOOT_ROLLBACK_RECORD: &str = "/var/lib/mco-agent/boot-rollback.json";
 
 /// A step of an update, as recorded. The comment of each variant says what a restart does when
 /// it finds the record at that step (see the module docs of [`crate::engine`]).
@@ -198,7 +205,14 @@ pub fn now_ms() -> u64 {
 /// Reads the update record; `None` when no update is in progress. A record that cannot be
 /// read is an error naming the file (it is never ignored: it may say the disk is half-updated).
 pub fn load(root: &Root) -> Result<Option<UpdateRecord>> {
-    let path = Path::new(UPDATE_RECORD);
+    match load_from(root, BOOT_ROLLBACK_RECORD)? {
+        Some(rolling_back) => Ok(Some(rolling_back)),
+        None => load_from(root, UPDATE_RECORD),
+    }
+}
+
+fn load_from(root: &Root, path: &str) -> Result<Option<UpdateRecord>> {
+    let path = Path::new(path);
     let Some(bytes) = root.read(path)? else {
         return Ok(None);
     };
@@ -223,11 +237,23 @@ pub fn store(root: &Root, record: &UpdateRecord) -> Result<()> {
     // Serialized into the file: the record holds two MachineConfigs, never copied into a string.
     root.write_atomic_json(Path::new(UPDATE_RECORD), record, 0o600, Owner::ROOT)
         .with_context(|| format!("recording the update step {}", record.step))?;
+    if matches!(record.step, Step::BootFailed | Step::RebootingBack) {
+        root.write_atomic_json(Path::new(BOOT_ROLLBACK_RECORD), record, 0o600, Owner::ROOT)
+            .with_context(|| {
+                format!(
+                    "recording the update step {} in {BOOT_ROLLBACK_RECORD}",
+                    record.step
+                )
+            })?;
+    }
     Ok(())
 }
 
-/// Removes the record: no update is in progress any more.
+/// Removes the record: no update is in progress any more. The copy in `/var` goes first: a
+/// crash in between leaves the record in `/etc`, at the same step.
 pub fn clear(root: &Root) -> Result<()> {
+    root.remove_file(Path::new(BOOT_ROLLBACK_RECORD))
+        .with_context(|| format!("removing {BOOT_ROLLBACK_RECORD}"))?;
     root.remove_file(Path::new(UPDATE_RECORD))
         .context("removing the update record")?;
     Ok(())

@@ -235,6 +235,22 @@ impl Reporter {
         }
     }
 
+    /// The boot into `config` took (deployment, kernel arguments and files verified); its
+    /// health checks come next. systemd is told that the agent's start-up is over (`READY=1`)
+    /// first: the checks wait for what starts after it (the kubelet is ordered after the agent,
+    /// `Before=kubelet.service`) and for the rest of the boot, which would otherwise wait for
+    /// the checks until their deadline and fail them, and the unit's start timeout would end
+    /// the agent in the middle of them. (The daemon says `READY=1` again after its start-up:
+    /// systemd takes the first.)
+    pub fn checking_health(&self, config: &str) {
+        tracing::info!(
+            config,
+            "the boot can go on (READY=1): checking its health until the deadline"
+        );
+        crate::notify::ready();
+        crate::notify::status(&format!("checking the health of the boot into {config}"));
+    }
+
     /// The update step now running (status file and sd_notify `STATUS=`).
     pub fn step(&self, root: &Root, step: Option<&str>, what: &str) {
         if let Some(step) = step {

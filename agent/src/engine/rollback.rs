@@ -323,13 +323,27 @@ impl Engine {
         }
     }
 
-    /// [`Step::RebootingBack`] in a later boot: check, record the failed target, Degraded.
-    pub(crate) async fn rolled_back(&self, rec: &UpdateRecord) -> Next {
+    /// [`Step::RebootingBack`] in a later boot: the files again, check, record the failed
+    /// target, Degraded.
+    pub(crate) async fn rolled_back(&self, rec: &UpdateRecord, ctx: &Ctx) -> Next {
         let mut reason = format!(
             "{}; rolled back to {}",
             rec.reason.as_deref().unwrap_or("rolled back"),
             rec.current.name()
         );
+        // The previous deployment booted with its own /etc, where the update's files still are
+        // (they were written before the reboot into it) and the rollback's are not: put the
+        // current config's back again (where /etc is one, this rewrites what is there).
+        let restored = self
+            .restore_current_files(rec, ctx)
+            .await
+            .and_then(|()| self.root.sync().context("syncing what the rollback wrote"));
+        if let Err(e) = restored {
+            return Next::Finish(Outcome::Degraded(format!(
+                "{reason}; putting the files of {} back in the boot back failed, will retry: {e:#}",
+                rec.current.name()
+            )));
+        }
         if rec.os_staged
             && let (Some(base), Some(os)) = (&rec.os_base, &self.seams.os)
         {
@@ -342,12 +356,14 @@ impl Engine {
                 Err(e) => reason.push_str(&format!("; the booted deployment is unknown: {e:#}")),
             }
         }
-        // By hand, `currentconfig` (and the Node's `currentConfig`) said the config rolled
-        // back from; automatically it never stopped saying the one rolled back to.
+        // By hand, the Node's `currentConfig` said the config rolled back from (whatever the
+        // `currentconfig` of the deployment booted back into says: it is that deployment's
+        // /etc); automatically it never stopped saying the one rolled back to.
         let was_current = input::read_current(&self.root)
             .ok()
             .flatten()
-            .map(|c| c.machine_config.name().to_string());
+            .map(|c| c.machine_config.name().to_string())
+            .filter(|_| !rec.by_hand);
         let failed = FailedTarget {
             config: rec.desired.clone(),
             reason: reason.clone(),

@@ -12,7 +12,7 @@ use machine_config::mco::paths::{CURRENT_CONFIG, NODE_ANNOTATIONS_BAK};
 use machine_config::{Config, MachineConfig};
 
 use super::backups::managed_paths;
-use super::record::{self, UPDATE_RECORD};
+use super::record::{self, BOOT_ROLLBACK_RECORD, UPDATE_RECORD};
 use super::report::STATUS_FILE;
 use crate::apply::authorized_keys_path;
 use crate::apply::backup::{noorig_path, orig_path};
@@ -65,6 +65,7 @@ pub fn managed_dirs(root: &Root) -> BTreeSet<PathBuf> {
         SHADOW,
         CURRENT_CONFIG,
         UPDATE_RECORD,
+        BOOT_ROLLBACK_RECORD,
         NODE_ANNOTATIONS_BAK,
         STATUS_FILE,
     ] {

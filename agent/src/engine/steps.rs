@@ -166,7 +166,7 @@ impl Engine {
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
             Step::BootFailed => self.roll_back_boot(rec, ctx).await,
-            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec).await,
+            Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec, ctx).await,
             Step::RebootingBack => self.reboot_back(rec).await,
         }
     }
@@ -375,6 +375,7 @@ impl Engine {
                 "the update took: booted deployment, kernel arguments and files match"
             );
             // a bad boot is rolled back first; then the admin's post-boot hooks
+            self.reporter.checking_health(rec.desired.name());
             if let Err(problems) = self
                 .check_health(rec.desired.name(), &ctx.desired_ign)
                 .await

@@ -24,9 +24,12 @@ fn ignition(files: &[(&str, u32, &str)]) -> serde_json::Value {
 }
 
 /// A guest in the cluster with the agent's health deadline short (a configuration fragment),
-/// in `first`.
+/// in `first` (applied without a reboot). Three boots and two OS changes: more than the
+/// harness's default 300 s on a loaded machine.
 fn node(name: &str, cluster: &GuestCluster, first: &str) -> Result<Vm> {
-    let mut vm = Vm::builder(name, Disk::Ostree).boot()?;
+    let mut vm = Vm::builder(name, Disk::Ostree)
+        .timeout(Duration::from_secs(900))
+        .boot()?;
     vm.install_agent()?;
     vm.install_rpmostree_standin()?;
     cluster.install_kubeconfig(&mut vm)?;
@@ -105,25 +108,39 @@ fn a_boot_that_fails_a_health_check_is_rolled_back_after_exactly_two_reboots() -
 #[test]
 #[ignore = "boots a qemu VM: run by tests/vm/run.sh"]
 fn rollback_by_hand_returns_to_the_previous_deployment_and_config() -> Result<()> {
-    const FILE: &str = "/etc/mco-vmtest.conf";
+    // A file whose change needs no reboot (the MCD's disruption policy for the kubelet's pull
+    // secret is None), so that the first config is applied without one, as `node` expects.
+    const FILE: &str = "/var/lib/kubelet/config.json";
+    const ONE: &str = "{\"auths\":{\"one.example\":{}}}\n";
+    const TWO: &str = "{\"auths\":{\"two.example\":{}}}\n";
+    let data_url = |text: &str| {
+        let encoded: String = text
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'.' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        format!("data:,{encoded}")
+    };
     let cluster = GuestCluster::start()?;
     cluster.add_config(
         "rendered-worker-1",
-        json!({"config": ignition(&[(FILE, 0o644, "data:,one%0A")])}),
+        json!({"config": ignition(&[(FILE, 0o600, &data_url(ONE))])}),
     )?;
     cluster.add_config(
         "rendered-worker-2",
         json!({
             "osImageURL": OS_IMAGE_B,
             "kernelArguments": ["mco.vmtest=1"],
-            "config": ignition(&[(FILE, 0o644, "data:,two%0A")]),
+            "config": ignition(&[(FILE, 0o600, &data_url(TWO))]),
         }),
     )?;
     let mut vm = node("rollback-by-hand", &cluster, "rendered-worker-1")?;
     cluster.set_desired("rendered-worker-2")?;
     vm.wait_for_reboot(Duration::from_secs(240))?;
     cluster.wait_for_state("Done", Some("rendered-worker-2"), Duration::from_secs(180))?;
-    ensure!(vm.run(&format!("cat {FILE}"))? == "two\n");
+    ensure!(vm.run(&format!("cat {FILE}"))? == TWO);
 
     // Without --yes and without a terminal it asks for --yes and changes nothing.
     let refused = vm.exec("mco-agent rollback < /dev/null")?;
@@ -156,7 +173,7 @@ fn rollback_by_hand_returns_to_the_previous_deployment_and_config() -> Result<()
         "reason: {reason:?}"
     );
     on_the_old_os(&mut vm)?;
-    ensure!(vm.run(&format!("cat {FILE}"))? == "one\n");
+    ensure!(vm.run(&format!("cat {FILE}"))? == ONE);
     std::thread::sleep(Duration::from_secs(20));
     ensure!(vm.boots().len() == 3, "boots: {}", vm.boots().len());
     vm.poweroff()

@@ -12,19 +12,19 @@ use crate::engine::{HealthOptions, Outcome, Step};
 
 const NEW_IMAGE: &str = "quay.io/example/os@sha256:2222";
 /// Its changes only reload crio: an update of it alone is rebootless.
-const FILE: &str = CRIO_POLICY;
+pub(super) const FILE: &str = CRIO_POLICY;
 
-fn a() -> MachineConfig {
+pub(super) fn a() -> MachineConfig {
     mc("rendered-worker-A", &[(FILE, "a\n")], &[], IMAGE)
 }
 
 /// A new OS image and a changed file: staged, rebooted.
-fn b() -> MachineConfig {
+pub(super) fn b() -> MachineConfig {
     mc("rendered-worker-B", &[(FILE, "b\n")], &[], NEW_IMAGE)
 }
 
 /// Health checks that give up after the first round.
-fn at_once() -> HealthOptions {
+pub(super) fn at_once() -> HealthOptions {
     HealthOptions {
         deadline: Duration::ZERO,
         check_timeout: Duration::from_secs(10),
@@ -33,7 +33,7 @@ fn at_once() -> HealthOptions {
     }
 }
 
-fn failing_check(node: &Node) {
+pub(super) fn failing_check(node: &Node) {
     node.write(
         "/etc/mco-agent/health.d/50-app",
         "#!/bin/sh\necho app is broken\nexit 3\n",
@@ -42,13 +42,13 @@ fn failing_check(node: &Node) {
     fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-async fn node_in_a() -> Node {
+pub(super) async fn node_in_a() -> Node {
     let node = Node::new();
     node.provision(&a()).await;
     node
 }
 
-fn booted_image(node: &Node) -> Option<String> {
+pub(super) fn booted_image(node: &Node) -> Option<String> {
     node.os
         .deployments()
         .deployments

@@ -4,6 +4,7 @@
 
 mod backups;
 mod boot_rollback;
+mod boot_rollback_etc;
 mod hooks;
 mod locked;
 mod progress;
