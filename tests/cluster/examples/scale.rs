@@ -59,6 +59,8 @@ async fn run(args: Args) -> Result<()> {
         agent: args.agent_bin.clone(),
         companion: args.companion_bin.clone(),
         apiserver: args.apiserver_bin.clone(),
+        // built beside the agent; the scale harness's nodes have no OS, so it is never started
+        rpmostreed: args.agent_bin.with_file_name("e2e-mco-test-rpmostreed"),
     };
     let small_agents = (args.agents * args.small_pool / args.nodes).max(1);
     let pools = vec![
