@@ -6,12 +6,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::convert::Infallible;
+
 use anyhow::{Context, Result};
-use axum::Router;
-use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
-use axum::response::IntoResponse;
-use axum::routing::get;
+use http::header::{ALLOW, CONTENT_TYPE};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 use tokio::task::JoinHandle;
 
 use super::{Metrics, MetricsObserver, host_os, kubelet};
@@ -124,16 +128,61 @@ pub async fn start(args: &MetricsArgs, root: &Root) -> Result<MetricsHandle> {
     })
 }
 
-/// Serves `/metrics` on `listener` until the task is dropped.
+/// Serves `/metrics` on `listener` until the task is dropped, each connection in its own task
+/// (HTTP/1.1). A failed accept is retried: at once when the client went away, after a second
+/// otherwise (out of file descriptors, say), logged as an error.
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
-    let app = Router::new()
-        .route("/metrics", get(scrape))
-        .with_state(metrics);
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "the metrics server stopped");
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                if !is_connection_error(&e) {
+                    tracing::error!(error = %e, "the metrics server could not accept a connection");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let response = respond(request.method(), request.uri().path(), &metrics);
+                std::future::ready(Ok::<_, Infallible>(response))
+            });
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = connection.await {
+                tracing::trace!("metrics connection ended: {e}");
+            }
+        });
     }
 }
 
-async fn scrape(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], metrics.encode())
+/// A client that gave up before its connection was accepted: nothing to wait for.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// `GET` (or `HEAD`) `/metrics`: the metrics in the OpenMetrics text format; another method
+/// there is 405 (with the allowed ones), any other path 404 (both with an empty body).
+fn respond(method: &Method, path: &str, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    if path != "/metrics" {
+        *response.status_mut() = StatusCode::NOT_FOUND;
+    } else if method == Method::GET || method == Method::HEAD {
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            http::HeaderValue::from_static(CONTENT_TYPE_OPENMETRICS),
+        );
+        *response.body_mut() = Full::new(Bytes::from(metrics.encode()));
+    } else {
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        response
+            .headers_mut()
+            .insert(ALLOW, http::HeaderValue::from_static("GET,HEAD"));
+    }
+    response
 }
