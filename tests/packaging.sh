@@ -56,6 +56,9 @@ grep -qxF /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 <<<"$listing" ||
 ls "$from_source"/usr/share/man/man8/mco-agent-start.8* >/dev/null 2>&1 ||
   fail "the RPM built from source lacks mco-agent-start(8)"
 echo "tests/packaging.sh: the RPMs build from source (rpmbuild %build), their binaries run ($version)"
+# The shipped sizes (release profile, stripped), for docs/benchmarks.md: a figure, not a check.
+(cd "$from_source" && stat -c 'tests/packaging.sh: size %n: %s bytes' usr/bin/mco-agent \
+  usr/libexec/mco-firstboot rpms/mco-agent-"$version"-*.x86_64.rpm)
 
 # The Containerfile cannot be built here (no container engine, no registry): check that every
 # file it copies from the build context exists, and that it copies every cargo workspace member
