@@ -1,5 +1,5 @@
 //! The fleet as the scale harness sees it through one watch on all Nodes: which pool each node
-//! is in, whether it is available (by the tier's own definition, [`sampler::is_available`]),
+//! is in, whether it is available (by the tier's own definition, [`crate::sampler::is_available`]),
 //! the most nodes of a pool unavailable at once, and, for the nodes no real agent runs on, an
 //! agent played by patching the Node as `mco-agent` does on a files-only update: `state`
 //! `Working` when a new `desiredConfig` appears, then after `update_time` `currentConfig` set
