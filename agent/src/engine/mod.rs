@@ -93,6 +93,7 @@ mod post_actions;
 pub mod record;
 pub mod report;
 pub mod rollback;
+mod rollback_records;
 pub mod stale_temps;
 mod start;
 mod steps;

@@ -412,7 +412,7 @@ impl Engine {
         if let Err(e) = input::write_current(&self.root, &rec.desired) {
             return Outcome::Degraded(format!("recording the current config {name}: {e:#}"));
         }
-        if let Err(e) = super::rollback::record_previous(&self.root, rec) {
+        if let Err(e) = super::rollback_records::record_previous(&self.root, rec) {
             return Outcome::Degraded(format!("recording the config before {name}: {e:#}"));
         }
         if let Err(e) = failpoint("engine::committed") {
