@@ -11,6 +11,21 @@ use serde_json::Value;
 
 use crate::Cluster;
 
+/// The condition columns of `kubectl get machineconfignodes -o wide`, after the first six (the
+/// MCO's printer columns, upper-cased by kubectl).
+pub const WIDE_CONDITION_COLUMNS: [&str; 10] = [
+    "UPDATEPREPARED",
+    "UPDATEEXECUTED",
+    "UPDATEPOSTACTIONCOMPLETE",
+    "UPDATECOMPLETE",
+    "RESUMED",
+    "UPDATEDFILESANDOS",
+    "CORDONEDNODE",
+    "DRAINEDNODE",
+    "REBOOTEDNODE",
+    "UNCORDONEDNODE",
+];
+
 /// `(type, status)` of a MachineConfigNode's condition, `None` when it has none of that type.
 pub fn condition_status<'a>(mcn: &'a Value, kind: &str) -> Option<&'a str> {
     mcn.pointer("/status/conditions")?

@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use machine_config::mco::paths::CURRENT_IMAGE as CURRENT_IMAGE_FILE;
-use mco_cluster_tests::mcn::condition_status;
+use mco_cluster_tests::mcn::{WIDE_CONDITION_COLUMNS, condition_status};
 use mco_cluster_tests::os::KUBELET_PULL_SECRET;
 use mco_cluster_tests::{Cluster, Spec, binaries, secs};
 
@@ -172,22 +172,7 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
     let wide = cluster.kubectl(&["get", "machineconfignodes", "-o", "wide"])?;
     eprintln!("{wide}");
     let rows = columns(&wide);
-    anyhow::ensure!(
-        rows[0][6..]
-            == [
-                "UPDATEPREPARED",
-                "UPDATEEXECUTED",
-                "UPDATEPOSTACTIONCOMPLETE",
-                "UPDATECOMPLETE",
-                "RESUMED",
-                "UPDATEDFILESANDOS",
-                "CORDONEDNODE",
-                "DRAINEDNODE",
-                "REBOOTEDNODE",
-                "UNCORDONEDNODE"
-            ],
-        "{wide}"
-    );
+    anyhow::ensure!(rows[0][6..] == WIDE_CONDITION_COLUMNS, "{wide}");
     // With the gate there is no AppliedFilesAndOS: its column is empty.
     for row in &rows[1..] {
         anyhow::ensure!(row[4] == "True" && row[11].is_empty(), "{wide}");

@@ -3,7 +3,7 @@
 //! every step of the update back to False naming what it was during the update (as the MCO
 //! leaves them), and `kubectl get machineconfignodes` (`-o wide`) prints it so.
 
-use mco_cluster_tests::mcn::condition_status;
+use mco_cluster_tests::mcn::{WIDE_CONDITION_COLUMNS, condition_status};
 use mco_cluster_tests::{Cluster, Spec, binaries, secs};
 use serde_json::Value;
 
@@ -111,22 +111,7 @@ async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> an
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    anyhow::ensure!(
-        lines[0][6..]
-            == [
-                "UPDATEPREPARED",
-                "UPDATEEXECUTED",
-                "UPDATEPOSTACTIONCOMPLETE",
-                "UPDATECOMPLETE",
-                "RESUMED",
-                "UPDATEDFILESANDOS",
-                "CORDONEDNODE",
-                "DRAINEDNODE",
-                "REBOOTEDNODE",
-                "UNCORDONEDNODE"
-            ],
-        "{wide}"
-    );
+    anyhow::ensure!(lines[0][6..] == WIDE_CONDITION_COLUMNS, "{wide}");
     for row in &lines[1..] {
         anyhow::ensure!(
             row[4] == "True" && row[6..].iter().all(|c| *c == "False"),
