@@ -89,6 +89,8 @@ for t in "${targets[@]}"; do
   else
     failed+=("$t")
     echo "fuzz: $t FAILED (exit $rc) after ${execs:-?} execs; last lines of $log:" >&2
+    # the panic's message first: the backtrace below it can push it out of the tail
+    grep -m 1 -A 1 'panicked at' "$log" >&2 || true
     tail -n 30 "$log" >&2
     for a in "$artifacts"/*; do
       [ -e "$a" ] && echo "fuzz: replay with: $bin_dir/$t $a" >&2

@@ -34,8 +34,27 @@ pub const NODE_QUERY: &str = "node";
 /// The header naming the rendered config the client asks for.
 pub const CONFIG_HEADER: &str = "x-mco-config";
 
-/// Answers one request. Never panics on client input.
+/// Answers one request. Never panics on client input. A HEAD request gets the headers of the
+/// GET (its `Content-Length` included) and no body, whatever the answer.
 pub fn respond(
+    source: &dyn ConfigSource,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+    peer: &Peer,
+) -> Response<Full<Bytes>> {
+    let response = answer(source, method, uri, headers, remote, peer);
+    if *method == Method::HEAD {
+        let (parts, _) = response.into_parts();
+        Response::from_parts(parts, Full::new(Bytes::new()))
+    } else {
+        response
+    }
+}
+
+/// The answer to a GET (or HEAD) request, body included.
+fn answer(
     source: &dyn ConfigSource,
     method: &Method,
     uri: &Uri,
@@ -122,11 +141,6 @@ pub fn respond(
     match source.config(&request) {
         Ok(body) => {
             let length = body.len();
-            let body = if *method == Method::HEAD {
-                Bytes::new()
-            } else {
-                body
-            };
             let mut response = Response::new(Full::new(body));
             let headers = response.headers_mut();
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -143,7 +157,7 @@ pub fn respond(
             // the MCS answers errors with an empty body; a client naming a config is ours and
             // gets the reason
             match request.config {
-                Some(_) if *method != Method::HEAD => text(status, err.to_string()),
+                Some(_) => text(status, err.to_string()),
                 _ => empty(status),
             }
         }

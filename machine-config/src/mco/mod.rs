@@ -2,7 +2,8 @@
 //! and `mco-firstboot`: the files the MCD and the config server (MCS) read and write
 //! ([`paths`]), the Node annotations of the MCD protocol ([`annotations`]), the node states
 //! ([`NodeState`]), the reasons of the events the MCD records ([`events`]) and the
-//! MachineConfigNode conditions it moves at each step of an update ([`node_conditions`]).
+//! MachineConfigNode conditions it moves at each step of an update ([`node_conditions`]) and
+//! how a reader finds a node's progress in them ([`machine_config_node`]).
 //!
 //! Every value here is the MCO's own spelling: a node or a cluster run by the MCO reads the
 //! same files and keys.
@@ -10,6 +11,7 @@
 pub mod annotations;
 pub mod events;
 pub mod image;
+pub mod machine_config_node;
 pub mod node_conditions;
 pub mod node_image_conditions;
 pub mod paths;

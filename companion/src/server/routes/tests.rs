@@ -323,6 +323,25 @@ fn a_named_config_is_passed_on_and_its_refusal_explained() {
     assert!(body.contains("Not A Name"), "{body}");
 }
 
+/// Found by the fuzzer: a refusal with a reason (a bad node name here) answered HEAD with the
+/// reason as its body. HEAD gets the GET's status and headers, its length included, and no body.
+#[test]
+fn head_gets_the_headers_of_a_refusal_and_no_body() {
+    let cases: [&[(&str, &str)]; 3] = [
+        &[("x-mco-node", "not a node")],
+        &[("x-mco-config", "Not A Name")],
+        &[("x-mco-config", "rendered-unknown")],
+    ];
+    for headers in cases {
+        let (get_status, get_headers, get_body) = call("GET", "/config/worker", headers);
+        assert!(!get_body.is_empty(), "{headers:?}: the GET explains");
+        let (status, head_headers, body) = call("HEAD", "/config/worker", headers);
+        assert_eq!(status, get_status, "{headers:?}");
+        assert_eq!(body, "", "{headers:?}");
+        assert_eq!(head_headers, get_headers, "{headers:?}");
+    }
+}
+
 #[test]
 fn dns_subdomain_rules() {
     for ok in ["a", "node-1", "n1.example.com", &"a".repeat(63)] {
