@@ -15,7 +15,10 @@
 //! 4. writes the pool's status (counts and conditions, `RenderDegraded` on render failures).
 //!
 //! Each pass first brings `MachineConfiguration/cluster`'s node disruption status up to date
-//! ([`policy_status`](super::policy_status)); the drain controller runs beside the loop.
+//! ([`policy_status`](super::policy_status)); the drain controller runs beside the loop, and so
+//! does the journal of each node's progress from its MachineConfigNode
+//! ([`progress`](super::progress)), which the pool status also reads for why a node is
+//! degraded when its `reason` annotation is empty.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,14 +33,15 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use machine_config::layering::{MachineOSBuild, MachineOSConfig, PoolImage, pool_image};
 use machine_config::mco::annotations::{DESIRED_CONFIG, DESIRED_IMAGE};
+use machine_config::mco::machine_config_node::MachineConfigNode;
 use machine_config::render::{self, RenderOptions};
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 
 use super::drain::schedule::DrainTimings;
-use super::nodes;
 use super::{cached, is_rendered};
+use super::{nodes, progress};
 
 /// Time between passes when nothing changes.
 const RESYNC: Duration = Duration::from_secs(30);
@@ -103,10 +107,15 @@ pub async fn run_with(
             waker.notify_one();
         }
     });
+    // Nodes' progress: read, never waited for (a pass does not wait for this cache either).
+    let (machine_config_nodes, journal) =
+        progress::watch(Api::<MachineConfigNode>::all(client.clone()));
+    let journal = tokio::spawn(journal);
     tokio::select! {
         ready = configs.wait_until_ready() => ready.context("watching MachineConfigs")?,
         _ = shutdown.changed() => {
             pump.abort();
+            journal.abort();
             if let Some(drains) = &drains {
                 drains.abort();
             }
@@ -117,6 +126,7 @@ pub async fn run_with(
         client,
         options,
         configs,
+        machine_config_nodes,
     };
     tracing::info!("controller started");
     let mut tick = tokio::time::interval(RESYNC);
@@ -138,6 +148,7 @@ pub async fn run_with(
         }
     }
     pump.abort();
+    journal.abort();
     if let Some(drains) = &drains {
         drains.abort();
     }
@@ -175,6 +186,8 @@ struct Controller {
     client: Client,
     options: RenderOptions,
     configs: Store<MachineConfig>,
+    /// Read for what they add to the annotations (why a node is degraded), never required.
+    machine_config_nodes: Store<MachineConfigNode>,
 }
 
 impl Controller {
@@ -297,6 +310,7 @@ impl Controller {
             target,
             image,
             render_error.as_deref(),
+            &|node| progress::degraded_message(&self.machine_config_nodes, node),
             &now(),
         );
         if status != pool.status {

@@ -6,6 +6,7 @@ pub mod controller;
 pub mod drain;
 pub mod nodes;
 pub mod policy_status;
+pub mod progress;
 pub mod source;
 
 use std::path::Path;

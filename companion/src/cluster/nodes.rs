@@ -205,16 +205,19 @@ pub fn pool_status(
     render_error: Option<&str>,
     now: &str,
 ) -> PoolStatus {
-    pool_status_with_image(pool, nodes, target, None, render_error, now)
+    pool_status_with_image(pool, nodes, target, None, render_error, &|_| None, now)
 }
 
 /// [`pool_status`] of a pool whose nodes should run `image` (image mode) or none.
+/// `degraded_message` is what else says why a node is degraded (its MachineConfigNode), used
+/// when the node's `reason` annotation is empty.
 pub fn pool_status_with_image(
     pool: &MachineConfigPool,
     nodes: &[&Node],
     target: impl Fn(&Node) -> String,
     image: Option<&str>,
     render_error: Option<&str>,
+    degraded_message: &dyn Fn(&str) -> Option<String>,
     now: &str,
 ) -> PoolStatus {
     let total = nodes.len() as i64;
@@ -271,7 +274,10 @@ pub fn pool_status_with_image(
     let node_degraded_message = degraded
         .iter()
         .filter_map(|n| {
-            annotation(n, REASON).map(|r| format!("Node {} is reporting: {r:?}", name(n)))
+            let reason = annotation(n, REASON)
+                .map(str::to_string)
+                .or_else(|| degraded_message(name(n)))?;
+            Some(format!("Node {} is reporting: {reason:?}", name(n)))
         })
         .collect::<Vec<_>>()
         .join(", ");

@@ -1,7 +1,8 @@
 //! `kubectl get machineconfignodes` follows a node through an update: a config that drains and
 //! reboots every node is rolled out, then each node's MachineConfigNode says Updated in it,
 //! every step of the update back to False naming what it was during the update (as the MCO
-//! leaves them), and `kubectl get machineconfignodes` (`-o wide`) prints it so.
+//! leaves them), and `kubectl get machineconfignodes` (`-o wide`) prints it so; the companion's
+//! journal followed each node through it, from the MachineConfigNodes.
 
 use mco_cluster_tests::mcn::{WIDE_CONDITION_COLUMNS, condition_status};
 use mco_cluster_tests::{Cluster, Spec, binaries, secs};
@@ -77,6 +78,20 @@ async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> an
             );
         }
         anyhow::ensure!(condition_status(&mcn, "NodeDegraded") == Some("False"));
+    }
+
+    // the controller's journal, node by node (companion/src/cluster/progress.rs)
+    let journal = cluster.companion.logs();
+    for node in cluster.node_names() {
+        let steps = format!("node {node} (pool worker) updating to {next}: ");
+        for step in ["UpdatePrepared True", "Drained", "RebootedNode"] {
+            anyhow::ensure!(
+                journal.contains(&format!("{steps}{step}")),
+                "the companion's journal lacks {steps}{step}:\n{journal}"
+            );
+        }
+        let arrived = format!("node {node} (pool worker) updated to {next}");
+        anyhow::ensure!(journal.contains(&arrived), "no {arrived:?}:\n{journal}");
     }
 
     let table = cluster.kubectl(&["get", "machineconfignodes"])?;

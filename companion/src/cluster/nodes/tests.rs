@@ -344,6 +344,36 @@ fn status_counts_and_conditions() {
     assert_eq!(cond(&second, "Degraded").0, "False");
 }
 
+/// A degraded node without a `reason` annotation is explained by its MachineConfigNode; the
+/// annotations still decide who is degraded (an object saying so of a Done node is not read).
+#[test]
+fn a_degraded_node_without_a_reason_is_explained_by_its_machine_config_node() {
+    let nodes = fleet(&[
+        ("old", "new", "Degraded", true),
+        ("old", "new", "Degraded", true),
+        ("new", "new", "Done", true),
+    ]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let p = pool("worker", "new", json!(1), false);
+    let said_by_mcns = |node: &str| match node {
+        "worker-0" => Some("failed to drain node: pdb".to_string()),
+        "worker-2" => Some("an old failure".to_string()),
+        _ => None,
+    };
+    let target = |_: &Node| "new".to_string();
+    let status = pool_status_with_image(&p, &refs, target, None, None, &said_by_mcns, T0);
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "NodeDegraded")
+        .unwrap();
+    assert_eq!(status.degraded_machine_count, 2);
+    assert_eq!(
+        degraded.message,
+        "Node worker-0 is reporting: \"failed to drain node: pdb\""
+    );
+}
+
 #[test]
 fn primary_pool_rules() {
     let worker = pool("worker", "w", json!(1), false);
@@ -450,7 +480,7 @@ fn image_mode_rollouts_and_status() {
         let refs: Vec<&Node> = nodes.iter().collect();
         let step = rollout_step_with_image(&p, &refs, target, c.image);
         assert_eq!(names(&step), c.step, "{}", c.name);
-        let status = pool_status_with_image(&p, &refs, target, c.image, None, T0);
+        let status = pool_status_with_image(&p, &refs, target, c.image, None, &|_| None, T0);
         assert_eq!(status.updated_machine_count, c.updated, "{}", c.name);
     }
 }
