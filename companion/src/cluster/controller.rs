@@ -17,7 +17,7 @@
 //! Each pass first brings `MachineConfiguration/cluster`'s node disruption status up to date
 //! ([`policy_status`](super::policy_status)); the drain controller runs beside the loop, and so
 //! does the journal of each node's progress from its MachineConfigNode
-//! ([`progress`](super::progress)), which the pool status also reads for why a node is
+//! ([`progress`]), which the pool status also reads for why a node is
 //! degraded when its `reason` annotation is empty.
 
 use std::collections::{BTreeMap, BTreeSet};
