@@ -1,9 +1,10 @@
 //! The controller: the MCO's render controller and node controller in one level-triggered loop.
 //!
-//! Every pass (on any MachineConfig, pool or Node change, and every 30 s) lists pools and Nodes
-//! fresh from the API (so a pass never acts on its own stale view) and reads MachineConfigs from
-//! a watch-fed cache (rendered configs are content-addressed, so the cache cannot mislead). Per
-//! pool it:
+//! Every pass (on any MachineConfig, pool or Node change, and every 30 s) lists pools fresh from
+//! the API, reads MachineConfigs from a watch-fed cache (rendered configs are content-addressed,
+//! so the cache cannot mislead) and Nodes from another, overlaid with the answers to its own
+//! writes so that a pass never acts on its own stale view ([`node_cache`](super::node_cache)).
+//! Per pool it:
 //! 1. renders the pool; refuses a render that nodes cannot apply in place (naming the source
 //!    MachineConfig), writes the rendered config and points `spec.configuration` at it;
 //! 2. renders per-node configs (nodes with MachineConfigs of their own) on top of the pool's;
@@ -40,6 +41,7 @@ use serde_json::json;
 use tokio::sync::{Notify, watch};
 
 use super::drain::schedule::DrainTimings;
+use super::node_cache::{self, NodeCache};
 use super::{cached, is_rendered};
 use super::{nodes, progress};
 
@@ -76,7 +78,7 @@ pub async fn run_with(
         Api::<MachineConfigPool>::all(client.clone()),
         "MachineConfigPools",
     );
-    let node_changes = changes(Api::<Node>::all(client.clone()), "Nodes");
+    let (nodes, node_changes) = node_cache::watch(Api::<Node>::all(client.clone()));
     // An admin's policy edit is reflected in the status at once, not at the next resync.
     let policy_changes = changes(
         Api::<MachineConfiguration>::all(client.clone()),
@@ -112,7 +114,10 @@ pub async fn run_with(
         progress::watch(Api::<MachineConfigNode>::all(client.clone()));
     let journal = tokio::spawn(journal);
     tokio::select! {
-        ready = configs.wait_until_ready() => ready.context("watching MachineConfigs")?,
+        ready = async {
+            configs.wait_until_ready().await.context("watching MachineConfigs")?;
+            nodes.wait_until_ready().await
+        } => ready?,
         _ = shutdown.changed() => {
             pump.abort();
             journal.abort();
@@ -127,6 +132,7 @@ pub async fn run_with(
         options,
         configs,
         machine_config_nodes,
+        nodes,
     };
     tracing::info!("controller started");
     let mut tick = tokio::time::interval(RESYNC);
@@ -188,6 +194,7 @@ struct Controller {
     configs: Store<MachineConfig>,
     /// Read for what they add to the annotations (why a node is degraded), never required.
     machine_config_nodes: Store<MachineConfigNode>,
+    nodes: NodeCache,
 }
 
 impl Controller {
@@ -202,11 +209,7 @@ impl Controller {
             .await
             .context("listing MachineConfigPools")?
             .items;
-        let nodes = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .context("listing Nodes")?
-            .items;
+        let nodes = self.nodes.nodes().await?;
         let inputs: Vec<MachineConfig> = self
             .configs
             .state()
@@ -215,7 +218,7 @@ impl Controller {
             .map(|mc| (**mc).clone())
             .collect();
         let layering = self.layering().await?;
-        let by_pool = nodes::nodes_by_pool(&nodes, &pools);
+        let by_pool = nodes::nodes_by_pool(nodes.iter().map(|n| &**n), &pools);
         let mut result = Ok(());
         for pool in pools {
             let members = by_pool.get(pool.name()).cloned().unwrap_or_default();
@@ -425,10 +428,11 @@ impl Controller {
     async fn set_desired(&self, node: &str, config: &str, image: Option<&str>) -> Result<()> {
         let patch =
             json!({"metadata": {"annotations": {DESIRED_CONFIG: config, DESIRED_IMAGE: image}}});
-        Api::<Node>::all(self.client.clone())
+        let written = Api::<Node>::all(self.client.clone())
             .patch(node, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .with_context(|| format!("setting desiredConfig {config} on node {node}"))?;
+        self.nodes.record(written);
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod drain;
+pub mod node_cache;
 pub mod nodes;
 pub mod policy_status;
 pub mod progress;

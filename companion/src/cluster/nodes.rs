@@ -354,7 +354,7 @@ fn set_condition(
 
 /// Nodes of each pool, by pool name (a node in no pool, or in an ambiguous set, is left out).
 pub fn nodes_by_pool<'a>(
-    nodes: &'a [Node],
+    nodes: impl IntoIterator<Item = &'a Node>,
     pools: &[MachineConfigPool],
 ) -> BTreeMap<String, Vec<&'a Node>> {
     let mut out: BTreeMap<String, Vec<&Node>> = BTreeMap::new();
