@@ -40,6 +40,8 @@ pub struct KubeNodeApi {
     pub(super) options: ClusterOptions,
     pub(super) retry: RetryPolicy,
     node_uid: Mutex<Option<String>>,
+    /// The node's MachineConfigNode as the last write left it (kube_mcn.rs).
+    pub(super) mcn: Mutex<Option<serde_json::Value>>,
 }
 
 impl KubeNodeApi {
@@ -96,6 +98,7 @@ impl KubeNodeApi {
             retry: options.retry.clone(),
             options: options.clone(),
             node_uid: Mutex::new(None),
+            mcn: Mutex::new(None),
             node,
         }
     }
