@@ -432,7 +432,7 @@ impl Controller {
             .patch(node, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .with_context(|| format!("setting desiredConfig {config} on node {node}"))?;
-        self.nodes.record(written);
+        self.nodes.record(written, &[DESIRED_CONFIG, DESIRED_IMAGE]);
         Ok(())
     }
 }

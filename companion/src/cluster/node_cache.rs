@@ -21,7 +21,9 @@
 //! and the view reads that answer instead of the cached Node until the cache shows the values
 //! written (`desiredConfig` and `desiredImage`, or the answer's resourceVersion): only the
 //! controller writes them, so a cached Node without them predates the write and the answer is
-//! the newer of the two. Once the cache shows them the answer is dropped; so it is when the
+//! the newer of the two. The drain controller reads its own cache the same way, with the
+//! answers to its `lastAppliedDrain` writes (which only it makes): a pass that still saw the
+//! request open would drain the node again. Once the cache shows them the answer is dropped; so it is when the
 //! Node is gone or was recreated (another uid). This gives the pass what a fresh list would
 //! have given, without waiting for the watch (which would stall a pass) or counting in-flight
 //! targets (which would need its own rule for when a target stops being in flight).
@@ -61,10 +63,12 @@ pub struct NodeCache {
     written: Mutex<BTreeMap<String, Written>>,
 }
 
-/// The API's answer to one of the controller's writes to a Node, and when it came.
+/// The API's answer to one of the controller's writes to a Node, the annotations it wrote,
+/// and when it came.
 #[derive(Clone, Debug)]
 pub struct Written {
     pub node: Arc<Node>,
+    pub keys: Vec<String>,
     pub at: Instant,
 }
 
@@ -132,13 +136,13 @@ impl NodeCache {
         Ok(listed)
     }
 
-    /// Keeps the API's answer to a write of `desiredConfig`/`desiredImage` until the cache
-    /// shows it.
-    pub fn record(&self, mut node: Node) {
+    /// Keeps the API's answer to a write of the annotations `keys` until the cache shows it.
+    pub fn record(&self, mut node: Node, keys: &[&str]) {
         slim(&mut node);
         let name = nodes::name(&node).to_string();
         let written = Written {
             node: Arc::new(node),
+            keys: keys.iter().map(|k| k.to_string()).collect(),
             at: Instant::now(),
         };
         self.written().insert(name, written);
@@ -163,7 +167,7 @@ pub fn view(
     for node in cached {
         let name = nodes::name(&node);
         match written.remove(name) {
-            Some(w) if w.node.metadata.uid == node.metadata.uid && !shows(&node, &w.node) => {
+            Some(w) if w.node.metadata.uid == node.metadata.uid && !shows(&node, &w) => {
                 nodes.push(w.node.clone());
                 kept.insert(name.to_string(), w);
             }
@@ -183,22 +187,30 @@ pub fn relisted(listed: &[Arc<Node>], written: &mut BTreeMap<String, Written>, n
     let listed: BTreeMap<&str, &Arc<Node>> = listed.iter().map(|n| (nodes::name(n), n)).collect();
     written.retain(|name, w| match listed.get(name.as_str()) {
         Some(node) => {
-            *w = Written {
-                node: Arc::clone(node),
-                at: now,
-            };
+            w.node = Arc::clone(node);
+            w.at = now;
             true
         }
         None => false,
     });
 }
 
-/// Whether `cached` is the written Node or a later version of it.
-fn shows(cached: &Node, written: &Node) -> bool {
+/// Whether `cached` is the written Node or a later version of it: the same resourceVersion,
+/// or the written annotations' values.
+fn shows(cached: &Node, written: &Written) -> bool {
     let version = |n: &Node| n.metadata.resource_version.clone();
-    (version(cached).is_some() && version(cached) == version(written))
-        || (nodes::desired(cached) == nodes::desired(written)
-            && nodes::desired_image(cached) == nodes::desired_image(written))
+    let value = |n: &Node, key: &str| {
+        n.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    (version(cached).is_some() && version(cached) == version(&written.node))
+        || written
+            .keys
+            .iter()
+            .all(|k| value(cached, k) == value(&written.node, k))
 }
 
 /// Reduces a Node to what the controller reads (the module doc lists it).

@@ -18,8 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
 use mco_agent::cluster::annotations::truncate_reason;
@@ -29,6 +28,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::node_cache::{self, NodeCache};
 use schedule::{DrainTimings, Request};
 
 /// The component events are recorded as (the MCO's drain controller's).
@@ -43,25 +43,30 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
+    // Nodes from a watch-fed cache, overlaid with this controller's own lastAppliedDrain
+    // writes until the watch shows them (super::node_cache), rather than a list per Node event.
+    let (cache, changes) = node_cache::watch(nodes.clone());
     let wake = Arc::new(Notify::new());
     let pump = tokio::spawn({
         let wake = wake.clone();
-        let mut changes = watcher(nodes.clone(), watcher::Config::default())
-            .default_backoff()
-            .touched_objects()
-            .boxed();
+        let mut changes = changes.boxed();
         async move {
-            while let Some(change) = changes.next().await {
-                if let Err(err) = change {
-                    tracing::warn!("drain controller: watching Nodes: {err}");
-                }
+            while changes.next().await.is_some() {
                 wake.notify_one();
             }
         }
     });
+    tokio::select! {
+        ready = cache.wait_until_ready() => ready.context("drain controller")?,
+        _ = shutdown.changed() => {
+            pump.abort();
+            return Ok(());
+        }
+    }
     let worker = Arc::new(Worker {
         client,
         nodes: nodes.clone(),
+        cache,
         timings,
         ongoing: Mutex::new(HashMap::new()),
     });
@@ -72,10 +77,10 @@ pub async fn run(
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     tracing::info!("drain controller started");
     loop {
-        match nodes.list(&ListParams::default()).await {
+        match worker.cache.nodes().await {
             Ok(list) => {
                 let now = Instant::now();
-                for node in list.items {
+                for node in list {
                     let name = node.metadata.name.clone().unwrap_or_default();
                     let seen = Seen::of(&node);
                     if let Some((at, then)) = not_before.get(&name)
@@ -96,7 +101,7 @@ pub async fn run(
                     });
                 }
             }
-            Err(err) => tracing::warn!("drain controller: listing Nodes: {err}"),
+            Err(err) => tracing::warn!("drain controller: {err:#}"),
         }
         let next_due = not_before.values().map(|(at, _)| *at).min();
         let sleep_until = next_due.unwrap_or_else(|| Instant::now() + Duration::from_secs(30));
@@ -176,6 +181,7 @@ enum Step {
 struct Worker {
     client: Client,
     nodes: Api<Node>,
+    cache: NodeCache,
     timings: DrainTimings,
     /// When this controller cordoned each node whose drain is not finished.
     ongoing: Mutex<HashMap<String, Instant>>,
@@ -268,7 +274,10 @@ impl Worker {
             .patch(&name, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => None,
+            Ok(written) => {
+                self.cache.record(written, &[LAST_APPLIED_DRAIN]);
+                None
+            }
             Err(err) => {
                 tracing::error!("node {name}: failed to set node uncordoned annotation: {err}");
                 Some(self.timings.requeue)

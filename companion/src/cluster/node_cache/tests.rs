@@ -1,7 +1,7 @@
 use super::*;
 use crate::cluster::nodes::rollout_step;
 use machine_config::MachineConfigPool;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
+use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_IMAGE, STATE};
 use serde_json::json;
 
 /// A worker Node as the API has it, at `version`, with `desired` and `state`.
@@ -79,13 +79,10 @@ fn set_desired(node: &mut Node, config: &str) {
 
 fn record(written: &mut BTreeMap<String, Written>, node: Node, at: Instant) {
     let name = nodes::name(&node).to_string();
-    written.insert(
-        name,
-        Written {
-            node: Arc::new(node),
-            at,
-        },
-    );
+    // what the controller writes
+    let keys = vec![DESIRED_CONFIG.to_string(), DESIRED_IMAGE.to_string()];
+    let node = Arc::new(node);
+    written.insert(name, Written { node, keys, at });
 }
 
 #[test]
@@ -240,5 +237,35 @@ fn a_fresh_list_takes_the_place_of_the_answers_it_is_newer_than() {
     let mut caught_up = cached;
     caught_up[0] = listed[0].clone();
     view(caught_up, &mut written, late + PATIENCE).unwrap();
+    assert!(written.is_empty());
+}
+
+#[test]
+fn the_drain_controllers_answers_are_shown_by_last_applied_drain() {
+    use machine_config::mco::annotations::LAST_APPLIED_DRAIN;
+    let now = Instant::now();
+    let drained = |version: &str, applied: &str| {
+        let mut n = node("w0", "uid-0", version, "new", "Working");
+        let annotations = n.metadata.annotations.as_mut().unwrap();
+        annotations.insert(LAST_APPLIED_DRAIN.into(), applied.into());
+        Arc::new(n)
+    };
+    let mut written = BTreeMap::new();
+    let answer = drained("5", "drain-new");
+    let keys = vec![LAST_APPLIED_DRAIN.to_string()];
+    written.insert(
+        "w0".to_string(),
+        Written {
+            node: answer,
+            keys,
+            at: now,
+        },
+    );
+    // the cache still has the request open: the pass reads the answer (nothing to do)
+    let seen = view(vec![drained("4", "uncordon-old")], &mut written, now).unwrap();
+    assert_eq!(seen[0].metadata.resource_version.as_deref(), Some("5"));
+    // a later version with the written value: the cache is the view again
+    let seen = view(vec![drained("6", "drain-new")], &mut written, now).unwrap();
+    assert_eq!(seen[0].metadata.resource_version.as_deref(), Some("6"));
     assert!(written.is_empty());
 }
