@@ -1,13 +1,5 @@
 //! The MachineConfigNode calls of [`KubeNodeApi`]: the node's own object, read, created and
 //! merge-patched (status through its subresource), each retried through transient failures.
-//!
-//! The agent is its MachineConfigNode's only writer, so the object as its last write left it
-//! (the API's answer to the create or patch) is what a read would return: a read answers from
-//! that, and only the first read, or the first after a write failed, goes to the API (it used
-//! to be one read before each of the ten writes of an update). A failed write forgets the
-//! answer: the object may have changed or gone (a 404 when it was deleted), and the next step
-//! reads it afresh, as before. Merge patches carry no resourceVersion, so there is no conflict
-//! to lose to.
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -31,29 +23,13 @@ impl KubeNodeApi {
         }
     }
 
-    /// The last write's answer, or the object read from the API.
     pub(super) async fn get_mcn(&self) -> Result<Option<Value>, ClusterError> {
-        if let Some(known) = self.known_mcn().clone() {
-            return Ok(Some(known));
-        }
         let api = self.machine_config_nodes();
         let action = format!("reading machineconfignode {}", self.node);
         let found = with_retry(&self.retry, &action, || api.get_opt(&self.node)).await?;
-        let found = found
+        found
             .map(|o| serde_json::to_value(o).map_err(|e| self.invalid(&action, e)))
-            .transpose()?;
-        *self.known_mcn() = found.clone();
-        Ok(found)
-    }
-
-    fn known_mcn(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
-        self.mcn.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Keeps a write's answer as the object, or forgets the object when the write failed.
-    fn remember_mcn(&self, written: Result<Value, ClusterError>) -> Result<Value, ClusterError> {
-        *self.known_mcn() = written.as_ref().ok().cloned();
-        written
+            .transpose()
     }
 
     pub(super) async fn create_mcn(&self, object: &Value) -> Result<Value, ClusterError> {
@@ -62,10 +38,8 @@ impl KubeNodeApi {
         let object: DynamicObject =
             serde_json::from_value(object.clone()).map_err(|e| self.invalid(&action, e))?;
         let params = PostParams::default();
-        let created = with_retry(&self.retry, &action, || api.create(&params, &object)).await;
-        self.remember_mcn(
-            created.and_then(|o| serde_json::to_value(o).map_err(|e| self.invalid(&action, e))),
-        )
+        let created = with_retry(&self.retry, &action, || api.create(&params, &object)).await?;
+        serde_json::to_value(created).map_err(|e| self.invalid(&action, e))
     }
 
     pub(super) async fn patch_mcn(
@@ -82,15 +56,13 @@ impl KubeNodeApi {
             with_retry(&self.retry, &action, || {
                 api.patch_status(&self.node, &params, &patch)
             })
-            .await
+            .await?
         } else {
             with_retry(&self.retry, &action, || {
                 api.patch(&self.node, &params, &patch)
             })
-            .await
+            .await?
         };
-        self.remember_mcn(
-            patched.and_then(|o| serde_json::to_value(o).map_err(|e| self.invalid(&action, e))),
-        )
+        serde_json::to_value(patched).map_err(|e| self.invalid(&action, e))
     }
 }

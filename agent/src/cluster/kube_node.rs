@@ -40,8 +40,6 @@ pub struct KubeNodeApi {
     pub(super) options: ClusterOptions,
     pub(super) retry: RetryPolicy,
     node_uid: Mutex<Option<String>>,
-    /// The node's MachineConfigNode as the last write left it (kube_mcn.rs).
-    pub(super) mcn: Mutex<Option<serde_json::Value>>,
 }
 
 impl KubeNodeApi {
@@ -98,7 +96,6 @@ impl KubeNodeApi {
             retry: options.retry.clone(),
             options: options.clone(),
             node_uid: Mutex::new(None),
-            mcn: Mutex::new(None),
             node,
         }
     }
