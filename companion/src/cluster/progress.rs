@@ -1,6 +1,7 @@
 //! Each node's progress through an update, from its MachineConfigNode: the controller keeps a
-//! watch-fed cache of them and says in its journal when a node's update takes a step (`node
-//! worker-1 (pool worker) updating to rendered-worker-B: Drained Unknown: Draining node…`),
+//! watch-fed cache of them and says in its journal each step a node's update takes (`node
+//! worker-1 (pool worker) updating to rendered-worker-B: Drained Unknown: Draining node…`, a
+//! line per condition a version of the object changed) and when it arrives (`… updated to …`),
 //! so `journalctl -u mco-companion` follows a rollout node by node, and a degraded node whose
 //! `reason` annotation is empty is explained in the pool's status by its MachineConfigNode's
 //! `NodeDegraded` message (as the MCO's pool status takes that message).
@@ -17,8 +18,8 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use machine_config::mco::machine_config_node::MachineConfigNode;
-use machine_config::mco::node_conditions::{NODE_DEGRADED, Status};
+use machine_config::mco::machine_config_node::{MachineConfigNode, update_rank};
+use machine_config::mco::node_conditions::{Condition, NODE_DEGRADED, NOT_YET_OCCURRED, Status};
 
 /// What a MachineConfigNode says of its node's update.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,33 +74,79 @@ impl Progress {
     }
 }
 
-/// The progress last said of each node: a step is said when it differs from the last one said,
-/// and a node's arrival only after a step of its was said (not for every node at start-up).
+/// What was seen of a node's object last: whether it said the node was updated, and its
+/// conditions.
+struct Seen {
+    updated: bool,
+    conditions: Vec<Condition>,
+}
+
+/// Turns the versions of each node's object into what they say anew. Steps are found by
+/// comparing a version's conditions with the last version's, not by their transition times:
+/// those are whole seconds, and a fast update takes several steps in one.
 #[derive(Default)]
 pub struct Journal {
-    said: HashMap<String, Progress>,
+    seen: HashMap<String, Seen>,
 }
 
 impl Journal {
-    /// The line to log for this version of a node's object, if any, and whether it is a failure.
-    pub fn next(&mut self, mcn: &MachineConfigNode) -> Option<(String, bool)> {
-        let node = mcn.name().to_string();
-        let now = Progress::of(mcn)?;
-        let before = self.said.get(&node);
-        let say = match (&now, before) {
-            (_, Some(b)) if *b == now => false,
-            (Progress::Updated { .. }, None) => false,
-            _ => true,
+    /// What this version of a node's object says that the last one did not: each condition it
+    /// changed, in the order an update takes them, or, when it says the node arrived, that.
+    /// The first version seen of a node says its latest step if it is updating (what it was
+    /// doing when the controller started), nothing if it is updated.
+    pub fn next(&mut self, mcn: &MachineConfigNode) -> Vec<Progress> {
+        let config = &mcn.spec.config_version.desired;
+        let updated = mcn.is_updated_to(config);
+        let now = Seen {
+            updated,
+            conditions: mcn.status.conditions.clone(),
         };
-        let line = say.then(|| (now.line(&node, &mcn.spec.pool.name), now.is_failure()));
-        self.said.insert(node, now);
-        line
+        match self.seen.insert(mcn.name().to_string(), now) {
+            None => Progress::of(mcn)
+                .filter(|p| !matches!(p, Progress::Updated { .. }))
+                .into_iter()
+                .collect(),
+            Some(before) if updated => match before.updated {
+                true => Vec::new(),
+                false => vec![Progress::Updated {
+                    config: config.clone(),
+                }],
+            },
+            Some(before) => changed(&before.conditions, &mcn.status.conditions)
+                .into_iter()
+                .map(|c| Progress::Step {
+                    config: config.clone(),
+                    kind: c.kind.clone(),
+                    status: c.status,
+                    message: c.message.clone(),
+                })
+                .collect(),
+        }
     }
 
     /// Forgets a node whose object is gone.
     pub fn forget(&mut self, node: &str) {
-        self.said.remove(node);
+        self.seen.remove(node);
     }
+}
+
+/// The conditions of `after` that are new or differ from `before` (status, reason or message),
+/// placeholders left out, in the order an update takes them.
+fn changed<'a>(before: &[Condition], after: &'a [Condition]) -> Vec<&'a Condition> {
+    let same = |c: &Condition| {
+        before.iter().any(|b| {
+            b.kind == c.kind
+                && b.status == c.status
+                && b.reason == c.reason
+                && b.message == c.message
+        })
+    };
+    let mut out: Vec<&Condition> = after
+        .iter()
+        .filter(|c| c.reason != NOT_YET_OCCURRED && update_rank(&c.kind).is_some() && !same(c))
+        .collect();
+    out.sort_by_key(|c| update_rank(&c.kind));
+    out
 }
 
 /// The MachineConfigNodes' cache, and the task that fills it and writes the journal lines.
@@ -120,10 +167,14 @@ pub fn watch(
             match event {
                 Ok(watcher::Event::Apply(mcn) | watcher::Event::InitApply(mcn)) => {
                     failing = false;
-                    match journal.next(&mcn) {
-                        Some((line, true)) => tracing::warn!("{line}"),
-                        Some((line, false)) => tracing::info!("{line}"),
-                        None => {}
+                    let pool = &mcn.spec.pool.name;
+                    for said in journal.next(&mcn) {
+                        let line = said.line(mcn.name(), pool);
+                        if said.is_failure() {
+                            tracing::warn!("{line}");
+                        } else {
+                            tracing::info!("{line}");
+                        }
                     }
                 }
                 Ok(watcher::Event::Delete(mcn)) => journal.forget(mcn.name()),

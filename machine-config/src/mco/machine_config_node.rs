@@ -90,6 +90,12 @@ pub struct ConfigVersion {
     pub desired: String,
 }
 
+/// Where a condition type comes in an update ([`UPDATE_ORDER`]); `None` for the types that are
+/// not steps of an update (pinned image sets).
+pub fn update_rank(kind: &str) -> Option<usize> {
+    UPDATE_ORDER.iter().position(|k| *k == kind)
+}
+
 impl MachineConfigNode {
     /// `metadata.name` (the node's name).
     pub fn name(&self) -> &str {
@@ -119,7 +125,7 @@ impl MachineConfigNode {
     /// the later step of an update), leaving out the placeholders of a new object. `None` when
     /// nothing has happened yet.
     pub fn latest_step(&self) -> Option<&Condition> {
-        let rank = |kind: &str| UPDATE_ORDER.iter().position(|k| *k == kind);
+        let rank = update_rank;
         self.status
             .conditions
             .iter()
