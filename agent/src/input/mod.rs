@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
-use machine_config::ignition_json::parse_json_document;
+use machine_config::ignition_json::{parse_json_document, parse_json_file};
 use machine_config::mco::image::{embed_image, extract_image};
 use machine_config::mco::paths::{CURRENT_CONFIG, CURRENT_IMAGE, SERVED_CONTENT};
+use machine_config::source::SourceFile;
 use machine_config::{
     Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
 };
@@ -43,6 +44,11 @@ impl LoadedConfig {
     /// sources (each file's contents a span of it, see `read_document`).
     pub fn from_vec(path: &Path, bytes: Vec<u8>) -> Result<Self> {
         let (value, sources) = read_document(bytes)?;
+        Self::from_document(path, value, sources)
+    }
+
+    /// A config from a document read into a value whose `source` strings index `sources`.
+    fn from_document(path: &Path, value: Value, sources: SourceTable) -> Result<Self> {
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
             let (mc, parsed) = MachineConfig::from_document(value, sources)?;
@@ -103,8 +109,15 @@ impl LoadedConfig {
         })
     }
 
-    /// Reads the file at `path`; errors name the file.
+    /// Reads the file at `path`; errors name the file. A JSON file is streamed: its sources
+    /// stay in the file (see [`read_json_file`]), so the config read holds none of the
+    /// contents.
     pub fn read(path: &Path) -> Result<Self> {
+        let file = SourceFile::open(path).with_context(|| format!("reading {}", path.display()))?;
+        if let Some((value, sources)) = read_json_file(&file) {
+            return Self::from_document(path, value, sources)
+                .with_context(|| format!("{}", path.display()));
+        }
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         Self::from_vec(path, bytes).with_context(|| format!("{}", path.display()))
     }
@@ -166,6 +179,24 @@ fn read_document(mut bytes: Vec<u8>) -> Result<(Value, SourceTable)> {
     Ok(config.into_parts())
 }
 
+/// A JSON document in `file` (first non-blank character `{`, after a byte order mark) read
+/// with its sources left in the file ([`parse_json_file`]); `None` when the file is not JSON or
+/// the streamed read fails: the caller then reads the file whole as before, whose error is the
+/// one reported (the same parser's, or YAML's for what is not UTF-8 JSON).
+fn read_json_file(file: &Arc<SourceFile>) -> Option<(Value, SourceTable)> {
+    let head = file.head(4096).ok()?;
+    let start = if head.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let first = head[start..].iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return None;
+    }
+    parse_json_file(file, start as u64).ok()
+}
+
 /// Logs what the parser ignored (unknown keys), as Ignition warns about them.
 fn warn_unused(parsed: &ParsedConfig) {
     for warning in &parsed.warnings {
@@ -186,13 +217,26 @@ fn name_for(path: &Path) -> String {
 /// ([`machine_config::mco::image`]), as the MCD reads its on-disk config.
 pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let path = Path::new(CURRENT_CONFIG);
-    let Some(bytes) = root.read(path)? else {
+    let host_path = root.host_path(path);
+    // Streamed, its sources left in the file (see `read_json_file`): the file is replaced by a
+    // rename, never written in place, so the open file keeps them while the update runs.
+    let Some(file) = root.open_file(path)? else {
         return Ok(None);
     };
-    let text = String::from_utf8(bytes)
-        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
-    let (value, sources) = parse_json_document(&Arc::new(text))
-        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
+    let file = SourceFile::from_file(file, &host_path)
+        .with_context(|| format!("reading {}", host_path.display()))?;
+    let (value, sources) = match read_json_file(&file) {
+        Some(document) => document,
+        None => {
+            let Some(bytes) = root.read(path)? else {
+                return Ok(None);
+            };
+            let text = String::from_utf8(bytes)
+                .with_context(|| format!("{}: invalid JSON", host_path.display()))?;
+            parse_json_document(&Arc::new(text))
+                .with_context(|| format!("{}: invalid JSON", host_path.display()))?
+        }
+    };
     let (mc, parsed) = MachineConfig::from_document(value, sources)
         .with_context(|| root.host_path(path).display().to_string())?;
     let ignition = parsed.config;

@@ -124,7 +124,12 @@ impl MachineConfigNode {
             .conditions
             .iter()
             .filter(|c| c.reason != NOT_YET_OCCURRED && rank(&c.kind).is_some())
-            .max_by_key(|c| (c.last_transition_time.parse::<Timestamp>().ok(), rank(&c.kind)))
+            .max_by_key(|c| {
+                (
+                    c.last_transition_time.parse::<Timestamp>().ok(),
+                    rank(&c.kind),
+                )
+            })
     }
 }
 

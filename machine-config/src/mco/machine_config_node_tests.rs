@@ -15,7 +15,15 @@ const T2: &str = "2026-11-26T10:00:07Z";
 fn mcn(steps: &[Value], current: &str) -> MachineConfigNode {
     let mut conditions: Vec<Value> = crate::mco::node_conditions::CONDITION_TYPES
         .iter()
-        .map(|k| condition(k, "False", NOT_YET_OCCURRED, "This node has not yet updated", T0))
+        .map(|k| {
+            condition(
+                k,
+                "False",
+                NOT_YET_OCCURRED,
+                "This node has not yet updated",
+                T0,
+            )
+        })
         .collect();
     for step in steps {
         let slot = conditions
@@ -37,10 +45,28 @@ fn mcn(steps: &[Value], current: &str) -> MachineConfigNode {
 
 #[test]
 fn the_latest_step_is_the_last_change_and_the_later_step_in_the_same_second() {
-    let prepared = condition(UPDATE_PREPARED, "True", UPDATE_PREPARED, "Update Compatible.", T1);
+    let prepared = condition(
+        UPDATE_PREPARED,
+        "True",
+        UPDATE_PREPARED,
+        "Update Compatible.",
+        T1,
+    );
     let executing = condition(UPDATE_EXECUTED, "Unknown", CORDONED, "Started", T1);
-    let cordoned = condition(CORDONED, "True", "UpdateExecutedCordoned", "Cordoned node", T1);
-    let draining = condition(DRAINED, "Unknown", "UpdateExecutedDrained", "Draining node", T2);
+    let cordoned = condition(
+        CORDONED,
+        "True",
+        "UpdateExecutedCordoned",
+        "Cordoned node",
+        T1,
+    );
+    let draining = condition(
+        DRAINED,
+        "Unknown",
+        "UpdateExecutedDrained",
+        "Draining node",
+        T2,
+    );
     let degraded = condition(NODE_DEGRADED, "True", "NodeDegraded", "failed to drain", T2);
     let cases: [(&str, Vec<Value>, Option<(&str, Status)>); 5] = [
         ("a new object", vec![], None),
@@ -56,7 +82,12 @@ fn the_latest_step_is_the_last_change_and_the_later_step_in_the_same_second() {
         ),
         (
             "draining",
-            vec![prepared.clone(), executing.clone(), cordoned.clone(), draining.clone()],
+            vec![
+                prepared.clone(),
+                executing.clone(),
+                cordoned.clone(),
+                draining.clone(),
+            ],
             Some((DRAINED, Status::Unknown)),
         ),
         (
@@ -82,13 +113,28 @@ fn updated_and_degraded_are_read_from_the_conditions() {
     // Updated True for the config it left: not updated to the new one
     assert!(!mcn(&[updated], "rendered-worker-a").is_updated_to("rendered-worker-b"));
 
-    let degraded = condition(NODE_DEGRADED, "True", "NodeDegraded", "drain failed: pdb", T2);
+    let degraded = condition(
+        NODE_DEGRADED,
+        "True",
+        "NodeDegraded",
+        "drain failed: pdb",
+        T2,
+    );
     assert_eq!(
         mcn(&[degraded], "rendered-worker-a").degraded_message(),
         Some("drain failed: pdb")
     );
-    let recovered = condition(NODE_DEGRADED, "False", "NodeDegraded", "drain failed: pdb", T2);
-    assert_eq!(mcn(&[recovered], "rendered-worker-a").degraded_message(), None);
+    let recovered = condition(
+        NODE_DEGRADED,
+        "False",
+        "NodeDegraded",
+        "drain failed: pdb",
+        T2,
+    );
+    assert_eq!(
+        mcn(&[recovered], "rendered-worker-a").degraded_message(),
+        None
+    );
 }
 
 #[test]
