@@ -388,7 +388,7 @@ impl SourceFile {
     }
 
     /// Fills `buf` from `offset`, after checking the file is still the one opened.
-    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let context = |e: io::Error| {
             io::Error::new(
                 e.kind(),

@@ -6,6 +6,7 @@
 
 pub mod policy;
 pub mod served;
+pub mod spill;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -43,12 +44,23 @@ impl LoadedConfig {
     /// [`Self::from_bytes`] taking the bytes: a JSON document is kept as the one copy of its
     /// sources (each file's contents a span of it, see `read_document`).
     pub fn from_vec(path: &Path, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_vec_spilling(path, bytes, None)
+    }
+
+    /// [`Self::from_vec`]; a config server's answer has its MachineConfig spilled to `spill`
+    /// (see [`served::served_machine_config`]).
+    fn from_vec_spilling(path: &Path, bytes: Vec<u8>, spill: Option<&Path>) -> Result<Self> {
         let (value, sources) = read_document(bytes)?;
-        Self::from_document(path, value, sources)
+        Self::from_document(path, value, sources, spill)
     }
 
     /// A config from a document read into a value whose `source` strings index `sources`.
-    fn from_document(path: &Path, value: Value, sources: SourceTable) -> Result<Self> {
+    fn from_document(
+        path: &Path,
+        value: Value,
+        sources: SourceTable,
+        spill: Option<&Path>,
+    ) -> Result<Self> {
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
             let (mc, parsed) = MachineConfig::from_document(value, sources)?;
@@ -79,7 +91,7 @@ impl LoadedConfig {
             // answer is let go once that file is decoded.
             let what =
                 "a config server's answer (an Ignition config with the MachineConfig it serves)";
-            let served = served::served_content(&parsed.config).context(what)?;
+            let served = served::served_content(&parsed.config, spill).context(what)?;
             drop((config, parsed));
             let (mc, parsed) = served::machine_config_document(served).context(what)?;
             tracing::info!(
@@ -115,7 +127,7 @@ impl LoadedConfig {
     pub fn read(path: &Path) -> Result<Self> {
         let file = SourceFile::open(path).with_context(|| format!("reading {}", path.display()))?;
         if let Some((value, sources)) = read_json_file(&file) {
-            return Self::from_document(path, value, sources)
+            return Self::from_document(path, value, sources, None)
                 .with_context(|| format!("{}", path.display()));
         }
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -125,8 +137,15 @@ impl LoadedConfig {
     /// Reads `source`: a file, or an `http://`/`https://` URL fetched as the agent asks a config
     /// server (the Ignition Accept header; `ca`, a PEM bundle, is the only CA trusted for https
     /// when given, else the system's trust store; `http://` only with `insecure_http`, see
-    /// [`served::check_scheme`]). Nothing is written anywhere.
-    pub async fn load(source: &str, ca: Option<&Path>, insecure_http: bool) -> Result<Self> {
+    /// [`served::check_scheme`]). Nothing is written anywhere, except that a large MachineConfig
+    /// a config server answers with is decoded into an unnamed private file in `spill` when
+    /// given (see [`spill`]).
+    pub async fn load(
+        source: &str,
+        ca: Option<&Path>,
+        insecure_http: bool,
+        spill: Option<&Path>,
+    ) -> Result<Self> {
         if !(source.starts_with("https://") || source.starts_with("http://")) {
             if let Some((scheme, _)) = source.split_once("://")
                 && !scheme.is_empty()
@@ -146,7 +165,8 @@ impl LoadedConfig {
         let client = served::http_client(source, ca, None)?;
         let body = served::fetch(&client, source, None, None).await?;
         // A bare Ignition config is named after the URL's last path segment.
-        Self::from_vec(Path::new(url.path()), body).with_context(|| source.to_string())
+        Self::from_vec_spilling(Path::new(url.path()), body, spill)
+            .with_context(|| source.to_string())
     }
 
     /// An empty MachineConfig (what a root holds before anything was applied).
