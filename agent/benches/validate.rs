@@ -6,6 +6,10 @@
 //! what the daemon does when the drift monitor sees one managed file change (read the recorded
 //! current config, check that path) against checking every file.
 //!
+//! `--write-config SCALE PATH` (after `--bench`) writes the config of that scale to PATH and
+//! exits: the configs the peak RSS is measured on, for measuring a built agent by hand
+//! (`/usr/bin/time -v mco-agent once-from PATH ...`).
+//!
 //! Only runs under `cargo bench` (`--bench`); listed by a test runner, it has no tests.
 
 use std::fmt::Write as _;
@@ -24,6 +28,11 @@ fn main() {
         if !args.iter().any(|a| a == "--list") {
             eprintln!("benchmark: run it with `cargo bench -p mco-agent --bench validate`");
         }
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--write-config") {
+        let scale: usize = args[at + 1].parse().expect("scale");
+        std::fs::write(&args[at + 2], generate_config(scale).0).expect("write config");
         return;
     }
     let agent = PathBuf::from(env!("CARGO_BIN_EXE_mco-agent"));

@@ -118,7 +118,7 @@ fn ignition_fetches_over_tls_and_writes_the_rendered_config() {
     .unwrap();
     // Ignition 2.14 asks for spec 3.3.0
     assert_eq!(
-        encapsulated.spec.config.map(|c| c.to_value()),
+        encapsulated.spec.config.map(|c| c.to_value().unwrap()),
         Some(json!({"ignition": {"version": "3.3.0"}}))
     );
     assert_eq!(encapsulated.spec.kernel_arguments, ["nosmt"]);

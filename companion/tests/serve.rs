@@ -88,7 +88,11 @@ async fn every_spec_with_appended_files() {
         );
         let encapsulated = MachineConfig::from_slice(&contents(ENCAPSULATED)).unwrap();
         assert_eq!(
-            encapsulated.spec.config.as_ref().map(|c| c.to_value()),
+            encapsulated
+                .spec
+                .config
+                .as_ref()
+                .map(|c| c.to_value().unwrap()),
             Some(json!({"ignition": {"version": spec.to_string()}}))
         );
         assert_eq!(encapsulated.name(), rendered.name());

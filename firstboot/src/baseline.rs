@@ -176,10 +176,13 @@ mod tests {
         assert!(old.spec.fips);
         let empty = json!({"ignition": {"version": "3.2.0"}});
         assert_eq!(
-            old.spec.config.as_ref().map(|c| c.to_value()),
+            old.spec.config.as_ref().map(|c| c.to_value().unwrap()),
             Some(empty.clone())
         );
-        assert_eq!(new.spec.config.as_ref().map(|c| c.to_value()), Some(empty));
+        assert_eq!(
+            new.spec.config.as_ref().map(|c| c.to_value().unwrap()),
+            Some(empty)
+        );
         assert_eq!(new.name(), "rendered-worker-1");
     }
 

@@ -17,6 +17,7 @@ use crate::dataurl;
 use crate::error::describe_source;
 use crate::ignition::hash::{HashFunction, parse_hash};
 use crate::ignition::{File, Resource};
+use crate::source::Source;
 
 /// Upper bound on a decompressed resource, so a gzip bomb cannot exhaust the node's memory.
 pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
@@ -58,7 +59,16 @@ fn digest(f: HashFunction, data: &[u8]) -> String {
 /// error, as for the MCD. Errors never show the source itself, only its scheme and length.
 pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeError> {
     let path = || what.to_string();
-    let raw = match res.source.as_deref() {
+    let text = match res.source.as_ref().map(Source::text).transpose() {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(DecodeError::DataUrl {
+                path: path(),
+                message: e.to_string(),
+            });
+        }
+    };
+    let raw = match text.as_deref() {
         None => return Ok(Vec::new()),
         Some("") => {
             return Err(DecodeError::DataUrl {

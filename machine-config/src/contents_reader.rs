@@ -10,6 +10,7 @@
 //! Streamed: base64 `data:` URLs (the form rendered configs use for every file), gzip-compressed
 //! or not. Anything else (percent-encoded data, usually a few bytes) is decoded whole up front.
 
+use std::borrow::Cow;
 use std::io::{self, Read};
 
 use sha2::{Digest as _, Sha256, Sha512};
@@ -18,6 +19,7 @@ use crate::contents::{MAX_DECOMPRESSED_BYTES, decode_resource};
 use crate::dataurl;
 use crate::ignition::File;
 use crate::ignition::hash::{HashFunction, parse_hash};
+use crate::source::Source;
 
 /// Base64 symbols decoded per piece (whole quanta): about 48 KiB of output.
 const PIECE_SYMBOLS: usize = 64 * 1024;
@@ -63,17 +65,21 @@ impl<'a> ContentsReader<'a> {
     /// of the source, the compression or the hash syntax is wrong: `decoded_contents` says how).
     pub fn new(file: &'a File) -> Option<Self> {
         let res = &file.contents;
-        let streamed = res.source.as_deref().and_then(|src| {
-            if dataurl::scheme(src) != Some("data") {
+        // A source kept in a file is read here, once: the base64 text of this one file is
+        // what the reader holds (the decoded contents come a piece at a time).
+        let text = res.source.as_ref().map(Source::text).transpose().ok()?;
+        let streamed = text.and_then(|src| {
+            if dataurl::scheme(&src) != Some("data") {
                 return None;
             }
-            let (url, data) = dataurl::split(src).ok()?;
-            url.base64.then_some(data)
+            let (url, data) = dataurl::split(&src).ok()?;
+            let start = data.as_ptr() as usize - src.as_ptr() as usize;
+            url.base64.then_some((src, start))
         });
         let inner = match (streamed, res.compression.as_deref()) {
-            (Some(data), None | Some("")) => Inner::Plain(Base64Pieces::new(data)),
-            (Some(data), Some("gzip")) => Inner::Gzip(Capped {
-                inner: flate2::read::MultiGzDecoder::new(Base64Pieces::new(data)),
+            (Some((src, start)), None | Some("")) => Inner::Plain(Base64Pieces::new(src, start)),
+            (Some((src, start)), Some("gzip")) => Inner::Gzip(Capped {
+                inner: flate2::read::MultiGzDecoder::new(Base64Pieces::new(src, start)),
                 left: MAX_DECOMPRESSED_BYTES,
             }),
             // The hash is checked by the whole decode.
@@ -149,7 +155,9 @@ fn invalid(message: impl Into<String>) -> io::Error {
 /// the pieces joined are what decoding the whole data gives, and every error it reports is one
 /// here too.
 struct Base64Pieces<'a> {
-    rest: &'a [u8],
+    /// The source; the data not decoded yet is `text[at_text..]`.
+    text: Cow<'a, str>,
+    at_text: usize,
     /// The data has line feeds (pieces are then gathered into `symbols`).
     line_feeds: bool,
     symbols: Vec<u8>,
@@ -158,47 +166,56 @@ struct Base64Pieces<'a> {
 }
 
 impl<'a> Base64Pieces<'a> {
-    fn new(data: &'a str) -> Self {
-        let rest = data.as_bytes();
+    /// The data at `start` of `text` (a `data:` URL, its data after the comma).
+    fn new(text: Cow<'a, str>, start: usize) -> Self {
+        let line_feeds = text.as_bytes()[start..].contains(&b'\n');
         Base64Pieces {
-            rest,
-            line_feeds: rest.contains(&b'\n'),
+            text,
+            at_text: start,
+            line_feeds,
             symbols: Vec::new(),
             decoded: Vec::new(),
             at: 0,
         }
     }
 
+    /// The data not decoded yet.
+    fn rest(&self) -> &[u8] {
+        &self.text.as_bytes()[self.at_text..]
+    }
+
     /// The decoded size of well-formed data (whole quanta, padding only at the end).
     fn decoded_len(&self) -> Option<u64> {
+        let rest = self.rest();
         let feeds = if self.line_feeds {
-            self.rest.iter().filter(|b| **b == b'\n').count()
+            rest.iter().filter(|b| **b == b'\n').count()
         } else {
             0
         };
-        let symbols = self.rest.len() - feeds;
+        let symbols = rest.len() - feeds;
         if !symbols.is_multiple_of(4) {
             return None;
         }
-        let mut tail = self.rest.iter().rev().filter(|b| **b != b'\n');
+        let mut tail = rest.iter().rev().filter(|b| **b != b'\n');
         let padding = tail.by_ref().take(2).take_while(|b| **b == b'=').count();
         Some((symbols / 4 * 3 - padding) as u64)
     }
 
     /// Whether every piece has been decoded and handed out.
     fn is_exhausted(&self) -> bool {
-        self.rest.is_empty() && self.at == self.decoded.len()
+        self.rest().is_empty() && self.at == self.decoded.len()
     }
 
     /// Decodes the next piece into `decoded`; false at the end of the data.
     fn next_piece(&mut self) -> io::Result<bool> {
-        if self.rest.is_empty() {
+        let rest = &self.text.as_bytes()[self.at_text..];
+        if rest.is_empty() {
             return Ok(false);
         }
-        let piece: &[u8] = if self.line_feeds {
+        let (piece, taken): (&[u8], usize) = if self.line_feeds {
             self.symbols.clear();
             let mut taken = 0;
-            for &b in self.rest {
+            for &b in rest {
                 taken += 1;
                 if b != b'\n' {
                     self.symbols.push(b);
@@ -207,17 +224,15 @@ impl<'a> Base64Pieces<'a> {
                     }
                 }
             }
-            self.rest = &self.rest[taken..];
-            &self.symbols
+            (&self.symbols, taken)
         } else {
-            let n = self.rest.len().min(PIECE_SYMBOLS);
-            let (piece, rest) = self.rest.split_at(n);
-            self.rest = rest;
-            piece
+            let n = rest.len().min(PIECE_SYMBOLS);
+            (&rest[..n], n)
         };
+        self.at_text += taken;
         // Padding ends the data: in a piece that is not the last it is an error, as it is in
         // the whole data.
-        let last = self.rest.iter().all(|b| *b == b'\n');
+        let last = rest[taken..].iter().all(|b| *b == b'\n');
         if !last && piece.contains(&b'=') {
             return Err(invalid("base64 padding before the end of the data"));
         }

@@ -7,13 +7,19 @@
 //! value, nor the config parsed from it, nor a clone of either copies them. Serializing the value
 //! writes the sources back in place, so what is written is the config as given.
 //!
-//! [`parse_json_document`] reads a JSON document this way, each source a span of the document's
-//! text when it needed no unescaping (nothing is copied); [`IgnitionJson::from_value`] moves the
-//! sources out of a value read some other way (YAML, the API server's answers).
+//! [`parse_json_file`] reads a JSON file this way, each source an offset and length in the file
+//! when it needed no unescaping (the text is read from the file when used: the parsed config
+//! holds no contents); [`parse_json_document`] reads a text in memory, each source a span of it;
+//! [`IgnitionJson::from_value`] moves the sources out of a value read some other way (YAML, the
+//! API server's answers).
 //!
 //! [`Config`]: crate::Config
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
+use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -23,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ParseError;
 use crate::ignition::ParsedConfig;
-use crate::source::{Source, SourceTable};
+use crate::source::{Source, SourceFile, SourceTable};
 
 /// The key whose string values are sources.
 const SOURCE_KEY: &str = "source";
@@ -58,22 +64,27 @@ impl IgnitionJson {
         (self.value, self.sources)
     }
 
-    /// The config as a plain JSON value (a copy, sources included).
-    pub fn to_value(&self) -> Value {
+    /// The config as a plain JSON value (a copy, sources included); fails when a source kept
+    /// in a file cannot be read.
+    pub fn to_value(&self) -> io::Result<Value> {
         resolved(&self.value, &self.sources, false)
     }
 
     /// A copy of the part at `path` (`["storage", "links"]`; a list's items by their index,
     /// `["storage", "files", "0"]`), sources included.
-    pub fn section(&self, path: &[&str]) -> Option<Value> {
+    pub fn section(&self, path: &[&str]) -> io::Result<Option<Value>> {
         let mut v = &self.value;
         for key in path {
-            v = match v {
-                Value::Array(items) => items.get(key.parse::<usize>().ok()?)?,
-                other => other.get(key)?,
+            let next = match v {
+                Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+                other => other.get(key),
             };
+            match next {
+                Some(next) => v = next,
+                None => return Ok(None),
+            }
         }
-        Some(resolved(v, &self.sources, path.last() == Some(&SOURCE_KEY)))
+        resolved(v, &self.sources, path.last() == Some(&SOURCE_KEY)).map(Some)
     }
 
     /// `ignition.version` as written, when it is a string.
@@ -102,14 +113,10 @@ impl From<Value> for IgnitionJson {
 /// Reads a JSON document, each `source` string becoming an entry of the returned table (a span
 /// of `text` when it needed no unescaping), and the value holding its index.
 pub fn parse_json_document(text: &Arc<String>) -> Result<(Value, SourceTable), ParseError> {
-    let syntax = |e: serde_json::Error| ParseError::Syntax {
-        format: "JSON",
-        message: e.to_string(),
-    };
     let mut sources = Vec::new();
     let mut de = serde_json::Deserializer::from_str(text.as_str());
     let value = Seed {
-        doc: Some(text),
+        store: Store::Text(text),
         sources: &mut sources,
         source: false,
     }
@@ -119,22 +126,69 @@ pub fn parse_json_document(text: &Arc<String>) -> Result<(Value, SourceTable), P
     Ok((value, SourceTable::new(sources)))
 }
 
+/// Reads the JSON document in `file` from `offset` on (past a byte order mark, say) as
+/// [`parse_json_document`] reads a text, except that each `source` string that needed no
+/// unescaping becomes an offset and length in the file: the document is streamed, so what is in
+/// memory is the value without its sources and the one string being read. A source that had
+/// escapes (rare: data URLs are base64 or percent-encoded) is copied.
+pub fn parse_json_file(
+    file: &Arc<SourceFile>,
+    offset: u64,
+) -> Result<(Value, SourceTable), ParseError> {
+    let consumed = Rc::new(Cell::new(offset));
+    let mut sources = Vec::new();
+    let mut de =
+        serde_json::Deserializer::from_reader(file.counting_reader(offset, Rc::clone(&consumed)));
+    let value = Seed {
+        store: Store::File(file, &consumed),
+        sources: &mut sources,
+        source: false,
+    }
+    .deserialize(&mut de)
+    .map_err(syntax)?;
+    de.end().map_err(syntax)?;
+    Ok((value, SourceTable::new(sources)))
+}
+
+fn syntax(e: serde_json::Error) -> ParseError {
+    ParseError::Syntax {
+        format: "JSON",
+        message: e.to_string(),
+    }
+}
+
+/// Where the strings a [`Seed`] reads come from, so that a source can refer to them in place.
+#[derive(Clone, Copy)]
+enum Store<'d> {
+    /// Nowhere the source can refer to: each is copied.
+    None,
+    /// A text in memory the deserializer lends slices of.
+    Text(&'d Arc<String>),
+    /// A file, and how far the parser has read in it.
+    File(&'d Arc<SourceFile>, &'d Cell<u64>),
+}
+
 /// Puts the sources back into a part of a value read by [`parse_json_document`] that is not an
 /// Ignition config (a MachineConfig's `metadata`, say).
-pub(crate) fn restore_sources(value: &mut Value, sources: &SourceTable) {
+pub(crate) fn restore_sources(value: &mut Value, sources: &SourceTable) -> io::Result<()> {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
                 if let (true, Value::String(s)) = (key == SOURCE_KEY, &*child) {
-                    *child = Value::String(sources.text(s).to_string());
+                    *child = Value::String(sources.text(s)?.into_owned());
                 } else {
-                    restore_sources(child, sources);
+                    restore_sources(child, sources)?;
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| restore_sources(v, sources)),
+        Value::Array(items) => {
+            for v in items {
+                restore_sources(v, sources)?;
+            }
+        }
         _ => {}
     }
+    Ok(())
 }
 
 fn move_sources(value: &mut Value, sources: &mut Vec<Source>) {
@@ -155,19 +209,22 @@ fn move_sources(value: &mut Value, sources: &mut Vec<Source>) {
     }
 }
 
-fn resolved(value: &Value, sources: &SourceTable, source: bool) -> Value {
-    match value {
-        Value::String(s) if source => Value::String(sources.text(s).to_string()),
+fn resolved(value: &Value, sources: &SourceTable, source: bool) -> io::Result<Value> {
+    Ok(match value {
+        Value::String(s) if source => Value::String(sources.text(s)?.into_owned()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), resolved(v, sources, k == SOURCE_KEY)))
-                .collect(),
+                .map(|(k, v)| Ok((k.clone(), resolved(v, sources, k == SOURCE_KEY)?)))
+                .collect::<io::Result<_>>()?,
         ),
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|v| resolved(v, sources, false)).collect())
-        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| resolved(v, sources, false))
+                .collect::<io::Result<_>>()?,
+        ),
         other => other.clone(),
-    }
+    })
 }
 
 /// A value of an [`IgnitionJson`] seen with its sources in place.
@@ -188,8 +245,21 @@ impl<'a> View<'a> {
         }
     }
 
-    fn text(&self, s: &'a str) -> &'a str {
-        if self.source { self.sources.text(s) } else { s }
+    fn text(&self, s: &'a str) -> io::Result<Cow<'a, str>> {
+        if self.source {
+            self.sources.text(s)
+        } else {
+            Ok(Cow::Borrowed(s))
+        }
+    }
+
+    /// Whether two strings are the same text; one that cannot be read is not (see
+    /// `Source`'s equality).
+    fn same_text(&self, a: &'a str, other: &View<'_>, b: &str) -> bool {
+        match (self.text(a), other.text(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        }
     }
 
     fn equals(self, other: View<'_>) -> bool {
@@ -198,10 +268,10 @@ impl<'a> View<'a> {
                 if self.source && other.source {
                     match (self.sources.lookup(a), other.sources.lookup(b)) {
                         (Some(x), Some(y)) => x == y,
-                        _ => self.text(a) == other.text(b),
+                        _ => self.same_text(a, &other, b),
                     }
                 } else {
-                    self.text(a) == other.text(b)
+                    self.same_text(a, &other, b)
                 }
             }
             (Value::Object(a), Value::Object(b)) => {
@@ -227,7 +297,7 @@ impl<'a> View<'a> {
 impl Serialize for View<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.value {
-            Value::String(v) => s.serialize_str(self.text(v)),
+            Value::String(v) => s.serialize_str(&self.text(v).map_err(serde::ser::Error::custom)?),
             Value::Object(map) => {
                 let mut m = s.serialize_map(Some(map.len()))?;
                 for (k, v) in map {
@@ -267,7 +337,7 @@ impl<'de> Deserialize<'de> for IgnitionJson {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut sources = Vec::new();
         let value = Seed {
-            doc: None,
+            store: Store::None,
             sources: &mut sources,
             source: false,
         }
@@ -294,14 +364,17 @@ impl PartialEq<Value> for IgnitionJson {
 
 impl fmt::Debug for IgnitionJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.to_value(), f)
+        match self.to_value() {
+            Ok(value) => fmt::Debug::fmt(&value, f),
+            Err(e) => write!(f, "<a config with an unreadable source: {e}>"),
+        }
     }
 }
 
 /// Builds a JSON value, moving each string held by a `source` key into `sources` (a span of
-/// `doc` when the deserializer lends a slice of it).
+/// the store when the string is found there as it is).
 struct Seed<'s, 'd> {
-    doc: Option<&'d Arc<String>>,
+    store: Store<'d>,
     sources: &'s mut Vec<Source>,
     /// The value is held by a `source` key.
     source: bool,
@@ -315,9 +388,41 @@ impl Seed<'_, '_> {
     }
 
     fn span(&self, s: &str) -> Option<Source> {
-        let doc = self.doc?;
+        let Store::Text(doc) = self.store else {
+            return None;
+        };
         let start = (s.as_ptr() as usize).checked_sub(doc.as_ptr() as usize)?;
         Source::span(doc, start..start + s.len())
+    }
+
+    /// `s`, just read from the file, as a span of it: the parser has read up to and including
+    /// its closing quote. The string needed no unescaping exactly when its opening quote is
+    /// `s.len()` bytes before that one (every escape is longer than what it stands for), and a
+    /// quote there is the opening one when no backslash precedes it (inside a string a quote
+    /// is always escaped; outside one there is no backslash).
+    fn stored(&self, s: &str) -> Option<Source> {
+        let Store::File(file, consumed) = self.store else {
+            return None;
+        };
+        let end = consumed.get().checked_sub(1)?;
+        let start = end.checked_sub(s.len() as u64)?;
+        let mut before = [0; 2];
+        let mut after = [0; 1];
+        file.read_exact_at(&mut before, start.checked_sub(2)?)
+            .ok()?;
+        file.read_exact_at(&mut after, end).ok()?;
+        if before[1] != b'"' || before[0] == b'\\' || after != [b'"'] {
+            return None;
+        }
+        // Both ends of the span are what the parser read (a guard on the count above).
+        let k = s.len().min(64);
+        let mut head = vec![0; k];
+        let mut tail = vec![0; k];
+        file.read_exact_at(&mut head, start).ok()?;
+        file.read_exact_at(&mut tail, end - k as u64).ok()?;
+        let bytes = s.as_bytes();
+        (head == bytes[..k] && tail == bytes[bytes.len() - k..])
+            .then(|| Source::stored(file, start..end))
     }
 }
 
@@ -363,7 +468,8 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
         if !self.source {
             return Ok(Value::String(v.to_string()));
         }
-        Ok(self.push(Source::from(v)))
+        let source = self.stored(v).unwrap_or_else(|| Source::from(v));
+        Ok(self.push(source))
     }
 
     fn visit_string<E>(mut self, v: String) -> Result<Value, E> {
@@ -388,7 +494,7 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         while let Some(v) = seq.next_element_seed(Seed {
-            doc: self.doc,
+            store: self.store,
             sources: &mut *self.sources,
             source: false,
         })? {
@@ -401,7 +507,7 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             let value = access.next_value_seed(Seed {
-                doc: self.doc,
+                store: self.store,
                 sources: &mut *self.sources,
                 source: key == SOURCE_KEY,
             })?;
@@ -410,6 +516,10 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
         Ok(Value::Object(map))
     }
 }
+
+#[cfg(test)]
+#[path = "ignition_json_file_tests.rs"]
+mod file_tests;
 
 #[cfg(test)]
 mod tests {
@@ -428,22 +538,26 @@ mod tests {
         assert_eq!(value["storage"]["files"][0]["contents"]["source"], "1");
         let ign = IgnitionJson::from_parts(value, sources);
         let plain: Value = serde_json::from_str(DOC).unwrap();
-        assert_eq!(ign.to_value(), plain);
+        assert_eq!(ign.to_value().unwrap(), plain);
         assert_eq!(serde_json::to_value(&ign).unwrap(), plain);
         assert_eq!(ign, plain);
         assert_eq!(ign, IgnitionJson::from_value(plain.clone()));
         assert_eq!(ign.version(), Some("3.4.0"));
         assert_eq!(
-            ign.section(&["storage", "files", "1"]),
+            ign.section(&["storage", "files", "1"]).unwrap(),
             Some(json!({"path": "/etc/b", "contents": {"source": "data:,b/c"}}))
         );
         let config = ign.parse().unwrap().config;
         assert_eq!(
-            config.storage.files[1].contents.source.as_deref(),
-            Some("data:,b/c")
+            config.storage.files[1].contents.source,
+            Some(Source::from("data:,b/c"))
         );
         // The unescaped source is a span of the document, not a copy.
         let a = config.storage.files[0].contents.source.clone().unwrap();
+        let a = a.text().unwrap();
+        let std::borrow::Cow::Borrowed(a) = a else {
+            panic!("a copy")
+        };
         let start = a.as_ptr() as usize - text.as_ptr() as usize;
         assert_eq!(&text[start..start + a.len()], "data:,a");
     }
@@ -453,7 +567,7 @@ mod tests {
         let v = json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [
             {"path": "/x", "contents": {"source": ["not", "a", "string"]}}]}});
         let ign = IgnitionJson::from_value(v.clone());
-        assert_eq!(ign.to_value(), v);
+        assert_eq!(ign.to_value().unwrap(), v);
         let mut other = v.clone();
         other["storage"]["files"][0]["path"] = json!("/y");
         assert_ne!(ign, IgnitionJson::from_value(other));

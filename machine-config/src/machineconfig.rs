@@ -180,15 +180,17 @@ impl MachineConfig {
         Self::with_config(value, config)
     }
 
-    /// A MachineConfig read by [`crate::ignition_json::parse_json_document`]: its config's sources stay spans of the
-    /// document's text. Nothing of the text is copied.
+    /// A MachineConfig read by [`crate::ignition_json::parse_json_document`] or
+    /// [`crate::ignition_json::parse_json_file`]: its config's sources stay spans of the
+    /// document's text or file. Nothing of them is copied.
     pub fn from_document(
         mut value: Value,
         sources: SourceTable,
     ) -> Result<(Self, ParsedConfig), ParseError> {
         check_type_meta(&value, "MachineConfig")?;
         let config = take_config(&mut value).map(|c| IgnitionJson::from_parts(c, sources.clone()));
-        restore_sources(&mut value, &sources);
+        restore_sources(&mut value, &sources)
+            .map_err(|e| ParseError::Invalid(vec![Issue::new("$", e.to_string())]))?;
         Self::with_config(value, config)
     }
 

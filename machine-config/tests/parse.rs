@@ -336,7 +336,11 @@ fn spec_2_2_translates_like_the_mco() {
     let c = p.config;
     assert_eq!(c.ignition.version, "3.5.0");
     assert_eq!(
-        c.ignition.config.merge[0].source.as_deref(),
+        c.ignition.config.merge[0]
+            .source
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
         Some("data:,%7B%7D")
     );
     let paths: Vec<&str> = c.storage.files.iter().map(|f| f.path.as_str()).collect();
@@ -346,7 +350,15 @@ fn spec_2_2_translates_like_the_mco() {
     assert_eq!(app.append.len(), 1);
     assert!(app.contents.is_empty());
     assert_eq!(c.storage.files[1].overwrite, Some(false));
-    assert_eq!(c.storage.files[1].contents.source.as_deref(), Some(""));
+    assert_eq!(
+        c.storage.files[1]
+            .contents
+            .source
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("")
+    );
     let dup = &c.storage.files[2];
     assert_eq!(dup.overwrite, Some(true));
     assert_eq!(dup.mode, Some(0o600));

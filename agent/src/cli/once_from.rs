@@ -70,8 +70,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .build()?;
     // The config is read (fetched) before anything is touched: a bad source changes nothing.
     let report = runtime.block_on(async {
-        let desired =
-            LoadedConfig::load(&args.source, args.ca.as_deref(), args.insecure_http).await?;
+        let spill = crate::input::spill::state_dir(&args.root);
+        let desired = LoadedConfig::load(
+            &args.source,
+            args.ca.as_deref(),
+            args.insecure_http,
+            Some(&spill),
+        )
+        .await?;
         once_from(&args.root, &desired, &opts).await
     })?;
     let mut code = ExitCode::SUCCESS;

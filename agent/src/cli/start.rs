@@ -344,14 +344,17 @@ async fn run_daemon(args: &Args) -> Result<()> {
         pool: known_pool.as_deref(),
     })?;
     let source: Arc<dyn ConfigSource> = match (&args.config_server, &args.config_file, &api) {
-        (Some(url), _, _) => Arc::new(ConfigServer::new(
-            url,
-            args.ca.as_deref(),
-            client_cert.as_deref(),
-            &pool,
-            Some(&node),
-            args.insecure_http,
-        )?),
+        (Some(url), _, _) => Arc::new(
+            ConfigServer::new(
+                url,
+                args.ca.as_deref(),
+                client_cert.as_deref(),
+                &pool,
+                Some(&node),
+                args.insecure_http,
+            )?
+            .spilling_to(crate::input::spill::state_dir(&args.root)),
+        ),
         (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),
         (None, None, Some(api)) => Arc::new(ApiSource { api: api.clone() }),
         (None, None, None) => bail!(

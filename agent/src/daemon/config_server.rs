@@ -4,7 +4,7 @@
 //! machine-config-server ignores that header and serves the pool's config, which the agent
 //! detects (the served name differs) and reports.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
@@ -20,6 +20,8 @@ pub struct ConfigServer {
     client: reqwest::Client,
     url: String,
     node: Option<String>,
+    /// Where a large served MachineConfig is spilled (see `input::spill`).
+    spill: Option<PathBuf>,
 }
 
 impl ConfigServer {
@@ -45,13 +47,22 @@ impl ConfigServer {
             client: http_client(base, ca, identity)?,
             url,
             node: node.map(str::to_string),
+            spill: None,
         })
+    }
+
+    /// Spills a large served MachineConfig into an unnamed private file in `dir` (the agent's
+    /// state directory) instead of holding it in memory through the update.
+    pub fn spilling_to(mut self, dir: PathBuf) -> Self {
+        self.spill = Some(dir);
+        self
     }
 
     /// Fetches and reads the served config once: `name`, or without one what the pool serves.
     pub async fn fetch_once(&self, name: Option<&str>) -> Result<MachineConfig> {
         let body = fetch(&self.client, &self.url, self.node.as_deref(), name).await?;
-        served_machine_config(body).with_context(|| format!("the config served by {}", self.url))
+        served_machine_config(body, self.spill.as_deref())
+            .with_context(|| format!("the config served by {}", self.url))
     }
 }
 

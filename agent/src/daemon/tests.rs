@@ -223,7 +223,7 @@ async fn an_unreconcilable_config_is_not_retried_until_desired_changes() {
     let node = Node::new();
     node.provision(&a()).await;
     let mut bad = b();
-    let mut config = bad.spec.config.take().unwrap().to_value();
+    let mut config = bad.spec.config.take().unwrap().to_value().unwrap();
     config["passwd"] = serde_json::json!({"groups": [{"name": "x"}]});
     bad.spec.config = Some(machine_config::IgnitionJson::from_value(config));
     let source = Arc::new(FakeSource::default());

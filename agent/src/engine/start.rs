@@ -551,12 +551,13 @@ fn interrupted(rec: &mut UpdateRecord, what: &str) -> Step {
 fn first_application_baseline(desired: &MachineConfig) -> MachineConfig {
     let mut config = Map::new();
     if let Some(cfg) = &desired.spec.config {
-        if let Some(version) = cfg.section(&["ignition", "version"]) {
+        // These sections hold no `source` (only a source read from a file can fail).
+        if let Ok(Some(version)) = cfg.section(&["ignition", "version"]) {
             config.insert("ignition".into(), serde_json::json!({ "version": version }));
         }
         let mut storage = Map::new();
         for key in ["directories", "links"] {
-            if let Some(v) = cfg.section(&["storage", key]) {
+            if let Ok(Some(v)) = cfg.section(&["storage", key]) {
                 storage.insert(key.into(), v);
             }
         }

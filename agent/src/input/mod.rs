@@ -6,15 +6,17 @@
 
 pub mod policy;
 pub mod served;
+pub mod spill;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use machine_config::document::parse_value;
-use machine_config::ignition_json::parse_json_document;
+use machine_config::ignition_json::{parse_json_document, parse_json_file};
 use machine_config::mco::image::{embed_image, extract_image};
 use machine_config::mco::paths::{CURRENT_CONFIG, CURRENT_IMAGE, SERVED_CONTENT};
+use machine_config::source::SourceFile;
 use machine_config::{
     Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
 };
@@ -42,7 +44,23 @@ impl LoadedConfig {
     /// [`Self::from_bytes`] taking the bytes: a JSON document is kept as the one copy of its
     /// sources (each file's contents a span of it, see `read_document`).
     pub fn from_vec(path: &Path, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_vec_spilling(path, bytes, None)
+    }
+
+    /// [`Self::from_vec`]; a config server's answer has its MachineConfig spilled to `spill`
+    /// (see [`served::served_machine_config`]).
+    fn from_vec_spilling(path: &Path, bytes: Vec<u8>, spill: Option<&Path>) -> Result<Self> {
         let (value, sources) = read_document(bytes)?;
+        Self::from_document(path, value, sources, spill)
+    }
+
+    /// A config from a document read into a value whose `source` strings index `sources`.
+    fn from_document(
+        path: &Path,
+        value: Value,
+        sources: SourceTable,
+        spill: Option<&Path>,
+    ) -> Result<Self> {
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
             let (mc, parsed) = MachineConfig::from_document(value, sources)?;
@@ -73,7 +91,7 @@ impl LoadedConfig {
             // answer is let go once that file is decoded.
             let what =
                 "a config server's answer (an Ignition config with the MachineConfig it serves)";
-            let served = served::served_content(&parsed.config).context(what)?;
+            let served = served::served_content(&parsed.config, spill).context(what)?;
             drop((config, parsed));
             let (mc, parsed) = served::machine_config_document(served).context(what)?;
             tracing::info!(
@@ -103,8 +121,22 @@ impl LoadedConfig {
         })
     }
 
-    /// Reads the file at `path`; errors name the file.
+    /// Reads the file at `path`; errors name the file. A JSON file is streamed: its sources
+    /// stay in the file (see [`read_json_file`]), so the config read holds none of the
+    /// contents.
     pub fn read(path: &Path) -> Result<Self> {
+        let file = SourceFile::open(path).with_context(|| format!("reading {}", path.display()))?;
+        if let Some((value, sources)) = read_json_file(&file) {
+            return Self::from_document(path, value, sources, None)
+                .with_context(|| format!("{}", path.display()));
+        }
+        Self::read_whole(path)
+    }
+
+    /// Reads the file at `path` whole and parses it in place: each source a span of the text,
+    /// which is held as long as the config is. Faster than [`Self::read`] (the parse is not a
+    /// byte at a time), for a command that is done once the config is checked.
+    pub fn read_whole(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         Self::from_vec(path, bytes).with_context(|| format!("{}", path.display()))
     }
@@ -112,8 +144,15 @@ impl LoadedConfig {
     /// Reads `source`: a file, or an `http://`/`https://` URL fetched as the agent asks a config
     /// server (the Ignition Accept header; `ca`, a PEM bundle, is the only CA trusted for https
     /// when given, else the system's trust store; `http://` only with `insecure_http`, see
-    /// [`served::check_scheme`]). Nothing is written anywhere.
-    pub async fn load(source: &str, ca: Option<&Path>, insecure_http: bool) -> Result<Self> {
+    /// [`served::check_scheme`]). Nothing is written anywhere, except that a large MachineConfig
+    /// a config server answers with is decoded into an unnamed private file in `spill` when
+    /// given (see [`spill`]).
+    pub async fn load(
+        source: &str,
+        ca: Option<&Path>,
+        insecure_http: bool,
+        spill: Option<&Path>,
+    ) -> Result<Self> {
         if !(source.starts_with("https://") || source.starts_with("http://")) {
             if let Some((scheme, _)) = source.split_once("://")
                 && !scheme.is_empty()
@@ -133,7 +172,8 @@ impl LoadedConfig {
         let client = served::http_client(source, ca, None)?;
         let body = served::fetch(&client, source, None, None).await?;
         // A bare Ignition config is named after the URL's last path segment.
-        Self::from_vec(Path::new(url.path()), body).with_context(|| source.to_string())
+        Self::from_vec_spilling(Path::new(url.path()), body, spill)
+            .with_context(|| source.to_string())
     }
 
     /// An empty MachineConfig (what a root holds before anything was applied).
@@ -166,6 +206,24 @@ fn read_document(mut bytes: Vec<u8>) -> Result<(Value, SourceTable)> {
     Ok(config.into_parts())
 }
 
+/// A JSON document in `file` (first non-blank character `{`, after a byte order mark) read
+/// with its sources left in the file ([`parse_json_file`]); `None` when the file is not JSON or
+/// the streamed read fails: the caller then reads the file whole as before, whose error is the
+/// one reported (the same parser's, or YAML's for what is not UTF-8 JSON).
+fn read_json_file(file: &Arc<SourceFile>) -> Option<(Value, SourceTable)> {
+    let head = file.head(4096).ok()?;
+    let start = if head.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let first = head[start..].iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return None;
+    }
+    parse_json_file(file, start as u64).ok()
+}
+
 /// Logs what the parser ignored (unknown keys), as Ignition warns about them.
 fn warn_unused(parsed: &ParsedConfig) {
     for warning in &parsed.warnings {
@@ -186,13 +244,26 @@ fn name_for(path: &Path) -> String {
 /// ([`machine_config::mco::image`]), as the MCD reads its on-disk config.
 pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let path = Path::new(CURRENT_CONFIG);
-    let Some(bytes) = root.read(path)? else {
+    let host_path = root.host_path(path);
+    // Streamed, its sources left in the file (see `read_json_file`): the file is replaced by a
+    // rename, never written in place, so the open file keeps them while the update runs.
+    let Some(file) = root.open_file(path)? else {
         return Ok(None);
     };
-    let text = String::from_utf8(bytes)
-        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
-    let (value, sources) = parse_json_document(&Arc::new(text))
-        .with_context(|| format!("{}: invalid JSON", root.host_path(path).display()))?;
+    let file = SourceFile::from_file(file, &host_path)
+        .with_context(|| format!("reading {}", host_path.display()))?;
+    let (value, sources) = match read_json_file(&file) {
+        Some(document) => document,
+        None => {
+            let Some(bytes) = root.read(path)? else {
+                return Ok(None);
+            };
+            let text = String::from_utf8(bytes)
+                .with_context(|| format!("{}: invalid JSON", host_path.display()))?;
+            parse_json_document(&Arc::new(text))
+                .with_context(|| format!("{}: invalid JSON", host_path.display()))?
+        }
+    };
     let (mc, parsed) = MachineConfig::from_document(value, sources)
         .with_context(|| root.host_path(path).display().to_string())?;
     let ignition = parsed.config;

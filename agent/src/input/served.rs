@@ -6,10 +6,12 @@
 //! part of it). The protocol: docs/companion.md.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use machine_config::mco::paths::SERVED_CONTENT;
+use machine_config::source::SourceFile;
 use machine_config::{Config, IgnitionJson, MachineConfig, ParsedConfig};
 
 /// The Accept header: the newest spec the agent reads.
@@ -207,34 +209,70 @@ fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
 /// The MachineConfig inside a served Ignition config (`body`, the server's answer). The answer
 /// carries the config twice (its files, and the MachineConfig encoded in [`SERVED_CONTENT`]):
 /// it is read in place and let go once that file is decoded, and the MachineConfig is read in
-/// place too, so at most the answer and the decoded MachineConfig are held at once.
-pub fn served_machine_config(body: Vec<u8>) -> Result<MachineConfig> {
+/// place too, so at most the answer and the decoded MachineConfig are held at once. With
+/// `spill` (the agent's state directory), a large MachineConfig is decoded into a private file
+/// there and its sources are read from it when used ([`super::spill`]): then only the answer is
+/// held, and only until the MachineConfig is read.
+pub fn served_machine_config(body: Vec<u8>, spill: Option<&Path>) -> Result<MachineConfig> {
     let served = {
         let (value, sources) = super::read_document(body).context("not a valid Ignition config")?;
         let parsed = IgnitionJson::from_parts(value, sources)
             .parse()
             .context("not a valid Ignition config")?;
-        served_content(&parsed.config)?
+        served_content(&parsed.config, spill)?
     };
     let (mc, _) = machine_config_document(served)?;
     Ok(mc)
 }
 
 /// The decoded [`SERVED_CONTENT`] of a served config.
-pub(super) fn served_content(config: &Config) -> Result<Vec<u8>> {
+pub(super) enum Served {
+    Memory(Vec<u8>),
+    File(Arc<SourceFile>),
+}
+
+/// The decoded [`SERVED_CONTENT`] of a served config: in a private file in `spill` when it is
+/// large and the file can be made there, else in memory.
+pub(super) fn served_content(config: &Config, spill: Option<&Path>) -> Result<Served> {
     let file = config
         .storage
         .files
         .iter()
         .find(|f| f.path == SERVED_CONTENT)
         .with_context(|| format!("no {SERVED_CONTENT} in it (not a machine-config server?)"))?;
+    let large = file
+        .contents
+        .source
+        .as_ref()
+        .is_some_and(|s| s.len() > super::spill::KEEP_IN_MEMORY);
+    if let Some(dir) = spill.filter(|_| large) {
+        match super::spill::spill(dir, file) {
+            Ok(spilled) => return Ok(Served::File(spilled)),
+            Err(e) => tracing::debug!(
+                dir = %dir.display(),
+                error = %e,
+                "the served MachineConfig is kept in memory"
+            ),
+        }
+    }
     file.decoded_contents()
+        .map(Served::Memory)
         .with_context(|| format!("decoding {SERVED_CONTENT}"))
 }
 
 /// The MachineConfig in the decoded [`SERVED_CONTENT`], read in place, and its Ignition config.
-pub(super) fn machine_config_document(served: Vec<u8>) -> Result<(MachineConfig, ParsedConfig)> {
-    let (value, sources) = super::read_document(served).context(SERVED_CONTENT)?;
+pub(super) fn machine_config_document(served: Served) -> Result<(MachineConfig, ParsedConfig)> {
+    let (value, sources) = match served {
+        Served::Memory(bytes) => super::read_document(bytes).context(SERVED_CONTENT)?,
+        Served::File(file) => match super::read_json_file(&file) {
+            Some(document) => document,
+            None => {
+                let mut bytes = vec![0; file.len() as usize];
+                file.read_exact_at(&mut bytes, 0).context(SERVED_CONTENT)?;
+                super::read_document(bytes).context(SERVED_CONTENT)?
+            }
+        },
+    };
     let (mc, parsed) = MachineConfig::from_document(value, sources).context(SERVED_CONTENT)?;
     if mc.name().is_empty() {
         bail!("{SERVED_CONTENT}: the MachineConfig has no name");
@@ -263,7 +301,7 @@ mod tests {
         let mc = r#"{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig",
             "metadata":{"name":"rendered-worker-1"},"spec":{"config":{"ignition":{"version":"3.4.0"},
             "storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,hello"}}]}}}}"#;
-        let read = served_machine_config(answer(mc)).unwrap();
+        let read = served_machine_config(answer(mc), None).unwrap();
         assert_eq!(read.name(), "rendered-worker-1");
         let files = read.ignition().unwrap().storage.files;
         assert_eq!(
@@ -274,17 +312,18 @@ mod tests {
         assert_eq!(files[0].decoded_contents().unwrap(), b"hello");
 
         let unnamed = mc.replace("rendered-worker-1", "");
-        let e = served_machine_config(answer(&unnamed)).unwrap_err();
+        let e = served_machine_config(answer(&unnamed), None).unwrap_err();
         assert!(
             format!("{e:#}").contains("the MachineConfig has no name"),
             "{e:#}"
         );
-        let e = served_machine_config(br#"{"ignition":{"version":"3.5.0"}}"#.to_vec()).unwrap_err();
+        let e = served_machine_config(br#"{"ignition":{"version":"3.5.0"}}"#.to_vec(), None)
+            .unwrap_err();
         assert!(
             format!("{e:#}").contains("not a machine-config server"),
             "{e:#}"
         );
-        let e = served_machine_config(b"<html>".to_vec()).unwrap_err();
+        let e = served_machine_config(b"<html>".to_vec(), None).unwrap_err();
         assert!(
             format!("{e:#}").starts_with("not a valid Ignition config"),
             "{e:#}"

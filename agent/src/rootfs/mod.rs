@@ -236,6 +236,20 @@ impl Root {
         }
     }
 
+    /// Opens the regular file `path` for reading (`None` if it does not exist), as
+    /// [`Self::read`] finds it.
+    pub fn open_file(&self, path: &Path) -> Result<Option<File>, RootError> {
+        let Some(target) = self.canonical_optional(path)? else {
+            return Ok(None);
+        };
+        match self.open_nofollow(&target) {
+            Ok(Opened::File(f, _)) => Ok(Some(f)),
+            Ok(Opened::NotRegular(_)) => Err(RootError::io("read", path, Errno::ISDIR)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Reads the regular file `path` as UTF-8 (lossy), following symlinks inside the root.
     pub fn read_to_string(&self, path: &Path) -> Result<Option<String>, RootError> {
         Ok(self.read(path)?.map(|b| {

@@ -118,8 +118,8 @@ const BYTES_PER_THREAD: usize = 1 << 20;
 fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
     let bytes: usize = files
         .iter()
-        .filter_map(|f| f.contents.source.as_deref())
-        .map(str::len)
+        .filter_map(|f| f.contents.source.as_ref())
+        .map(machine_config::Source::len)
         .sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)

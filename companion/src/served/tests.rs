@@ -81,7 +81,11 @@ fn appended_files_decode_to_what_the_mcs_writes() {
 
         let encapsulated = MachineConfig::from_slice(&files[3].3).unwrap();
         assert_eq!(
-            encapsulated.spec.config.as_ref().map(|c| c.to_value()),
+            encapsulated
+                .spec
+                .config
+                .as_ref()
+                .map(|c| c.to_value().unwrap()),
             Some(json!({"ignition": {"version": spec.to_string()}}))
         );
         assert_eq!(encapsulated.name(), name);
@@ -141,7 +145,11 @@ fn spec_2_2_carries_the_appended_files_on_the_root_filesystem() {
     )
     .unwrap();
     assert_eq!(
-        encapsulated.spec.config.as_ref().map(|c| c.to_value()),
+        encapsulated
+            .spec
+            .config
+            .as_ref()
+            .map(|c| c.to_value().unwrap()),
         Some(json!({"ignition": {"version": "2.2.0"}}))
     );
     machine_config::Config::from_value(served).unwrap();

@@ -230,16 +230,24 @@ fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut 
             }
         }
         (shape, value) => {
+            // A source's gates look at its scheme only (its first bytes are read, not the
+            // whole source). One that cannot be read gates nothing here: the resource's
+            // validation reports why it cannot be read.
             let text = match (shape, value.as_str(), gate.sources) {
-                (Shape::Source, Some(index), Some(sources)) => sources.text(index),
-                (_, text, _) => text.unwrap_or_default(),
+                (Shape::Source, Some(index), Some(sources)) => {
+                    sources.prefix(index, SOURCE_PREFIX).unwrap_or_default()
+                }
+                (_, text, _) => std::borrow::Cow::Borrowed(text.unwrap_or_default()),
             };
-            for g in value_gates(shape, text, value).filter(|g| g.parse && g.since > gate.minor) {
+            for g in value_gates(shape, &text, value).filter(|g| g.parse && g.since > gate.minor) {
                 report.errors.push(gate.needs(path, g.one, g.since));
             }
         }
     }
 }
+
+/// How much of a source the value gates read: enough for every scheme they look for.
+const SOURCE_PREFIX: usize = 16;
 
 #[cfg(test)]
 #[path = "schema_tests.rs"]

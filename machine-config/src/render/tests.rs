@@ -84,7 +84,7 @@ fn fleet() -> Vec<MachineConfig> {
 }
 
 fn files_of(mc: &MachineConfig) -> Vec<(String, String)> {
-    let config = mc.spec.config.as_ref().unwrap().to_value();
+    let config = mc.spec.config.as_ref().unwrap().to_value().unwrap();
     config["storage"]["files"]
         .as_array()
         .unwrap()
@@ -240,7 +240,7 @@ fn spec_merge_rules() {
                                 "/contents/compression"
                             };
                             json!(
-                                spec.config.as_ref().unwrap().to_value()["storage"]["files"]
+                                spec.config.as_ref().unwrap().to_value().unwrap()["storage"]["files"]
                                     .as_array()
                                     .unwrap()
                                     .iter()

@@ -178,7 +178,7 @@ async fn a_failed_unit_the_config_enables_fails_the_boot() {
     seams.systemd = Some(systemd);
     node.provision(&a()).await;
     let mut b = b();
-    let mut v = b.spec.config.as_ref().unwrap().to_value();
+    let mut v = b.spec.config.as_ref().unwrap().to_value().unwrap();
     v["systemd"] = json!({"units": [{"name": "app.service", "enabled": true,
         "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]});
     b.spec.config = Some(machine_config::IgnitionJson::from_value(v));

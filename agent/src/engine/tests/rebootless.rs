@@ -75,7 +75,7 @@ async fn an_unreconcilable_config_changes_nothing() {
     let node = Node::new();
     node.provision(&a()).await;
     let mut bad = mc("rendered-bad", &[(CRIO_POLICY, "x")], &[], IMAGE);
-    let mut config = bad.spec.config.take().unwrap().to_value();
+    let mut config = bad.spec.config.take().unwrap().to_value().unwrap();
     config["storage"]["disks"] = json!([{"device": "/dev/vdb", "wipeTable": true}]);
     bad.spec.config = Some(IgnitionJson::from_value(config));
     let report = node.engine().update(&bad, false).await;

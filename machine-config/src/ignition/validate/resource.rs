@@ -1,6 +1,7 @@
 //! Resources (`source` + `compression` + `verification` + `httpHeaders`) and the `ignition`
 //! section that holds the config and CA references.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::{Report, named, unique_strings};
@@ -8,6 +9,7 @@ use crate::dataurl;
 use crate::error::{describe_source, quoted};
 use crate::ignition::hash::parse_hash;
 use crate::ignition::types::{Config, Resource};
+use crate::source::Source;
 
 /// What a resource is for, which decides the rules its source follows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -87,10 +89,20 @@ pub(super) fn validate_ignition(cfg: &Config, r: &mut Report) {
 
 /// Ignition keys config and CA references by their source: two with the same one are duplicates.
 fn unique_sources(at: &str, what: &str, list: &[Resource], r: &mut Report) {
-    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut seen: HashMap<Cow<'_, str>, usize> = HashMap::new();
     for (i, res) in list.iter().enumerate() {
-        let key = res.source.as_deref().unwrap_or("");
-        if let Some(first) = seen.get(key) {
+        let key = match res.source.as_ref().map(Source::text).transpose() {
+            Ok(key) => key.unwrap_or_default(),
+            Err(e) => {
+                r.err(
+                    format!("{at}.{i}.source"),
+                    &format!("{what} {i}"),
+                    e.to_string(),
+                );
+                continue;
+            }
+        };
+        if let Some(first) = seen.get(&key) {
             r.err(
                 format!("{at}.{i}"),
                 &format!("{what} {i}"),
@@ -129,7 +141,15 @@ pub(super) fn resource(at: &str, subject: &str, res: &Resource, use_: Use, r: &m
             );
         }
     }
-    match res.source.as_deref() {
+    let text = match res.source.as_ref().map(Source::text).transpose() {
+        Ok(text) => text,
+        Err(e) => {
+            r.err(format!("{at}.source"), subject, e.to_string());
+            headers(at, subject, res, r);
+            return;
+        }
+    };
+    match text.as_deref() {
         None | Some("") if use_ == Use::RequiredReference => {
             r.err(format!("{at}.source"), subject, "source is required");
         }
@@ -171,7 +191,10 @@ fn headers(at: &str, subject: &str, res: &Resource, r: &mut Report) {
     if res.http_headers.is_empty() {
         return;
     }
-    match res.source.as_deref().filter(|s| !s.is_empty()) {
+    let text = res.source.as_ref().map(Source::text).transpose();
+    // An unreadable source was reported by `resource`.
+    let Ok(text) = text else { return };
+    match text.as_deref().filter(|s| !s.is_empty()) {
         None => r.err(
             format!("{at}.httpHeaders"),
             subject,
