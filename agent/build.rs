@@ -25,7 +25,10 @@ fn main() {
         return;
     }
     // rustc links through `cc` on linux-gnu; ask it which libc.so.6 the link will use.
-    let Ok(out) = Command::new("cc").arg("-print-file-name=libc.so.6").output() else {
+    let Ok(out) = Command::new("cc")
+        .arg("-print-file-name=libc.so.6")
+        .output()
+    else {
         return;
     };
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
