@@ -108,39 +108,36 @@ const SECRET_FIELDS: [&str; 7] = [
 /// Longest string value an error message quotes; longer ones are described by their length.
 const MAX_QUOTED: usize = 64;
 
-/// Converts a serde error with its field path (from `serde_path_to_error`) into an [`Issue`].
+/// Converts a decoding error with its field path (from [`crate::tracked`]) into an [`Issue`].
 /// `root` is the document that was decoded: serde's messages quote the offending value
 /// (`invalid type: string "...", expected i64`), so for a secret field, or a value too long to
 /// quote, the message is rebuilt from the value's JSON type and size instead.
-pub(crate) fn serde_issue(
-    err: serde_path_to_error::Error<serde_json::Error>,
-    root: &serde_json::Value,
-) -> Issue {
-    use serde_path_to_error::Segment;
-    let path = json_path_from_serde(&err.path().to_string());
+pub(crate) fn serde_issue(err: crate::tracked::PathError, root: &serde_json::Value) -> Issue {
+    use crate::tracked::{DisplayPath, Segment};
+    let path = json_path_from_serde(&DisplayPath(&err.path).to_string());
     let mut secret = false;
     let mut value = Some(root);
     let mut list: Option<&str> = None;
     let mut subject: Option<String> = None;
-    for segment in err.path().iter() {
+    for segment in &err.path {
         value = match segment {
-            Segment::Seq { index } => {
+            Segment::Seq(index) => {
                 let item = value.and_then(|v| v.get(index));
                 if let (Some(list), Some(item)) = (list, item) {
                     subject = entry_subject(list, item, subject.as_deref()).or(subject);
                 }
                 item
             }
-            Segment::Map { key } => {
+            Segment::Map(key) => {
                 secret |= SECRET_FIELDS.contains(&key.as_str());
                 list = Some(key.as_str());
                 value.and_then(|v| v.get(key))
             }
-            Segment::Enum { .. } | Segment::Unknown => None,
+            Segment::Enum(_) => None,
         };
     }
     let subject = subject.map_or_else(String::new, |s| format!("{s}: "));
-    let message = err.into_inner().to_string();
+    let message = err.error.to_string();
     let Some((kind, expected)) = value_complaint(&message) else {
         return Issue::new(path, format!("{subject}{message}"));
     };
@@ -227,7 +224,7 @@ pub(crate) fn quoted(s: &str) -> String {
     }
 }
 
-/// `storage.files[3].path` (serde_path_to_error's form) → `$.storage.files.3.path`.
+/// `storage.files[3].path` ([`crate::tracked::DisplayPath`]'s form) → `$.storage.files.3.path`.
 fn json_path_from_serde(p: &str) -> String {
     if p == "." || p.is_empty() {
         return "$".to_string();

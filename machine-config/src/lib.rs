@@ -85,6 +85,7 @@ pub mod reconcile;
 pub mod registries;
 pub mod render;
 pub mod source;
+mod tracked;
 
 pub use contents::DecodeError;
 pub use contents_reader::ContentsReader;

@@ -248,7 +248,7 @@ fn declared_version(value: &Value) -> Result<SpecVersion, ParseError> {
 /// Decodes a JSON value into a typed struct, naming the offending field on error (without
 /// quoting a value that may be a secret: see [`serde_issue`]).
 pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ParseError> {
-    serde_path_to_error::deserialize(&value)
+    crate::tracked::deserialize(&value)
         .map_err(|e| ParseError::Invalid(vec![serde_issue(e, &value)]))
 }
 
