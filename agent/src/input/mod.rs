@@ -122,7 +122,7 @@ impl LoadedConfig {
     }
 
     /// Reads the file at `path`; errors name the file. A JSON file is streamed: its sources
-    /// stay in the file (see [`read_json_file`]), so the config read holds none of the
+    /// stay in the file (streamed by `read_json_file`), so the config read holds none of the
     /// contents.
     pub fn read(path: &Path) -> Result<Self> {
         let file = SourceFile::open(path).with_context(|| format!("reading {}", path.display()))?;

@@ -3,7 +3,7 @@
 //! Every pass (on any MachineConfig, pool or Node change, and every 30 s) lists pools fresh from
 //! the API, reads MachineConfigs from a watch-fed cache (rendered configs are content-addressed,
 //! so the cache cannot mislead) and Nodes from another, overlaid with the answers to its own
-//! writes so that a pass never acts on its own stale view ([`node_cache`](super::node_cache)).
+//! writes so that a pass never acts on its own stale view ([`node_cache`]).
 //! Per pool it:
 //! 1. renders the pool; refuses a render that nodes cannot apply in place (naming the source
 //!    MachineConfig), writes the rendered config and points `spec.configuration` at it;

@@ -18,7 +18,7 @@ use crate::machineconfig::{API_VERSION, GROUP, nullable};
 
 /// The update's steps in the order an update takes them: of two conditions changed in the same
 /// second, the later step is the node's latest.
-const UPDATE_ORDER: [&str; 15] = [
+pub const UPDATE_ORDER: [&str; 15] = [
     UPDATED,
     UPDATE_PREPARED,
     UPDATE_EXECUTED,
