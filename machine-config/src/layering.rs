@@ -191,6 +191,9 @@ macro_rules! resource {
     };
 }
 
+/// For the other cluster-scoped types of the group, defined beside theirs.
+pub(crate) use resource;
+
 resource!(MachineOSConfig, "MachineOSConfig", "machineosconfigs");
 resource!(MachineOSBuild, "MachineOSBuild", "machineosbuilds");
 

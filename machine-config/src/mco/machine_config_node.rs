@@ -139,24 +139,7 @@ impl MachineConfigNode {
     }
 }
 
-impl k8s_openapi::Resource for MachineConfigNode {
-    const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
-    const KIND: &'static str = "MachineConfigNode";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "machineconfignodes";
-    type Scope = k8s_openapi::ClusterResourceScope;
-}
-
-impl k8s_openapi::Metadata for MachineConfigNode {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::layering::resource!(MachineConfigNode, "MachineConfigNode", "machineconfignodes");
 
 #[cfg(test)]
 #[path = "machine_config_node_tests.rs"]
