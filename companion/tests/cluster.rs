@@ -71,13 +71,7 @@ struct Cluster {
 fn rbac_cluster() -> (TestApiServer, std::path::PathBuf) {
     let api = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
     shipped::load_rbac(&api).unwrap();
-    let kubeconfig = api.dir().join("companion.kubeconfig");
-    api.write_service_account_kubeconfig(
-        &kubeconfig,
-        COMPANION_NAMESPACE,
-        COMPANION_SERVICE_ACCOUNT,
-    )
-    .unwrap();
+    let kubeconfig = mco_test_support::shipped::companion_kubeconfig(&api).unwrap();
     (api, kubeconfig)
 }
 

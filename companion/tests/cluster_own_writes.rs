@@ -12,7 +12,7 @@ use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use machine_config::render::RenderOptions;
 use mco_companion::cluster::{self, controller};
 use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer};
-use mco_test_support::shipped::{self, COMPANION_NAMESPACE, COMPANION_SERVICE_ACCOUNT};
+use mco_test_support::shipped;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -102,13 +102,7 @@ impl Cluster {
 async fn a_pass_before_the_watch_shows_its_own_writes_stays_within_max_unavailable() {
     let api = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
     shipped::load_rbac(&api).unwrap();
-    let kubeconfig = api.dir().join("companion.kubeconfig");
-    api.write_service_account_kubeconfig(
-        &kubeconfig,
-        COMPANION_NAMESPACE,
-        COMPANION_SERVICE_ACCOUNT,
-    )
-    .unwrap();
+    let kubeconfig = shipped::companion_kubeconfig(&api).unwrap();
     let c = Cluster { api };
     c.api
         .seed(json!({

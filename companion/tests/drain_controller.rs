@@ -68,14 +68,7 @@ async fn start_controller(server: &TestApiServer) -> watch::Sender<bool> {
         .with_env_filter("mco_companion=info")
         .with_test_writer()
         .try_init();
-    let kubeconfig = server.dir().join("companion.kubeconfig");
-    server
-        .write_service_account_kubeconfig(
-            &kubeconfig,
-            mco_test_support::shipped::COMPANION_NAMESPACE,
-            mco_test_support::shipped::COMPANION_SERVICE_ACCOUNT,
-        )
-        .unwrap();
+    let kubeconfig = mco_test_support::shipped::companion_kubeconfig(server).unwrap();
     let client = mco_companion::cluster::drain_client(&kubeconfig)
         .await
         .unwrap();

@@ -12,13 +12,7 @@ use mco_test_support::shipped::{self, COMPANION_NAMESPACE, COMPANION_SERVICE_ACC
 async fn replicas() -> (TestApiServer, Vec<Arc<LeaseStore>>) {
     let api = TestApiServer::start_with(ServerOptions::rbac()).unwrap();
     shipped::load_rbac(&api).unwrap();
-    let kubeconfig = api.dir().join("companion.kubeconfig");
-    api.write_service_account_kubeconfig(
-        &kubeconfig,
-        COMPANION_NAMESPACE,
-        COMPANION_SERVICE_ACCOUNT,
-    )
-    .unwrap();
+    let kubeconfig = shipped::companion_kubeconfig(&api).unwrap();
     // (the shipped kubeconfig names the namespace; this one does not: as --fleet-lock-namespace)
     let mut stores = Vec::new();
     for _ in 0..2 {

@@ -27,13 +27,7 @@ fn cluster(edit: impl Fn(&mut Value)) -> (TestApiServer, std::path::PathBuf) {
         edit(&mut object);
         api.seed(object).unwrap();
     }
-    let kubeconfig = api.dir().join("companion.kubeconfig");
-    api.write_service_account_kubeconfig(
-        &kubeconfig,
-        COMPANION_NAMESPACE,
-        COMPANION_SERVICE_ACCOUNT,
-    )
-    .unwrap();
+    let kubeconfig = mco_test_support::shipped::companion_kubeconfig(&api).unwrap();
     api.seed(json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
         "metadata": {"name": "worker"},

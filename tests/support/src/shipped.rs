@@ -101,6 +101,20 @@ pub fn load_rbac(server: &TestApiServer) -> Result<usize> {
     Ok(objects.len())
 }
 
+/// Writes a kubeconfig for the companion's service account into `server`'s directory
+/// (`companion.kubeconfig`) and returns its path.
+pub fn companion_kubeconfig(server: &TestApiServer) -> Result<PathBuf> {
+    let kubeconfig = server.dir().join("companion.kubeconfig");
+    server
+        .write_service_account_kubeconfig(
+            &kubeconfig,
+            COMPANION_NAMESPACE,
+            COMPANION_SERVICE_ACCOUNT,
+        )
+        .context("writing the companion's kubeconfig")?;
+    Ok(kubeconfig)
+}
+
 /// What one identity's requests show about the shipped ClusterRole that grants it permissions.
 #[derive(Debug, Default)]
 pub struct RoleUse {
