@@ -131,3 +131,74 @@ fn bad_config_is_one_error_line() {
         )
     );
 }
+
+/// A config whose file `path` has `source` as its contents, everything else matching `setup`'s
+/// root; written next to the root.
+fn config_with(d: &tempfile::TempDir, name: &str, path: &str, source: &str) -> String {
+    let config = d.path().join(name);
+    let json = format!(
+        r#"{{"ignition":{{"version":"3.2.0"}},"storage":{{"files":[{{"path":"/etc/a.conf","mode":420,"contents":{{"source":"data:,hello%0A"}}}},{{"path":"{path}","mode":420,"contents":{{"source":"{source}"}}}}]}}}}"#
+    );
+    fs::write(&config, json).unwrap();
+    config.display().to_string()
+}
+
+/// The comparison, not the parse, decodes the files' base64 (validate's parse defers it):
+/// malformed base64 is still refused with the parse's error, whatever the disk holds, for a
+/// file that is compared, one that is not (owned by the certificate writer), and without a root.
+#[test]
+fn malformed_base64_is_the_parse_error_whether_or_not_the_file_is_compared() {
+    let (d, root, _) = setup();
+    let r = d.path().join("root");
+    fs::create_dir_all(r.join("etc/kubernetes")).unwrap();
+    fs::write(r.join("etc/kubernetes/kubelet-ca.crt"), "hello").unwrap();
+    fs::write(r.join("etc/x"), "hello").unwrap();
+    let missing_root = d.path().join("no-root").display().to_string();
+    let cases = [
+        // a short last quantum (the alphabet is right: only decoding tells)
+        (
+            "/etc/x",
+            "data:;base64,aGVsbG8",
+            "invalid padding",
+            root.as_str(),
+        ),
+        // padding inside the data
+        (
+            "/etc/x",
+            "data:;base64,aGVs==bG8=",
+            "invalid",
+            root.as_str(),
+        ),
+        (
+            "/etc/kubernetes/kubelet-ca.crt",
+            "data:;base64,aGVsbG8",
+            "invalid padding",
+            root.as_str(),
+        ),
+        (
+            "/etc/x",
+            "data:;base64,aGVsbG8",
+            "invalid padding",
+            missing_root.as_str(),
+        ),
+    ];
+    for (i, (path, source, why, root)) in cases.into_iter().enumerate() {
+        let config = config_with(&d, &format!("bad-{i}.json"), path, source);
+        let (stdout, stderr, code) = text(&run(&["validate", "--config", &config, "--root", root]));
+        assert_eq!((code, stdout.as_str()), (1, ""), "{path} {source}");
+        let want = format!(
+            "error: {config}: $.storage.files.1.contents.source: file \"{path}\": invalid data URL: bad base64 data: "
+        );
+        assert!(
+            stderr.starts_with(&want) && stderr.contains(why) && stderr.lines().count() == 1,
+            "{path} {source}: {stderr}"
+        );
+    }
+    // the same base64, well formed, matches
+    let config = config_with(&d, "good.json", "/etc/x", "data:;base64,aGVsbG8=");
+    let (stdout, stderr, code) = text(&run(&["validate", "--config", &config, "--root", &root]));
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (0, "on-disk state matches good\n", "")
+    );
+}

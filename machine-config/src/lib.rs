@@ -92,7 +92,8 @@ pub use contents_reader::ContentsReader;
 pub use diff::{Changes, ConfigDiff};
 pub use error::{Issue, ParseError};
 pub use ignition::{
-    Config, Directory, Dropin, File, Link, ParsedConfig, Resource, SpecVersion, Unit, validate,
+    Config, Directory, Dropin, File, Link, ParsedConfig, Resource, SpecVersion, Unit,
+    deferring_contents_base64, validate,
 };
 pub use ignition_json::IgnitionJson;
 pub use machineconfig::{MachineConfig, MachineConfigSpec};

@@ -184,3 +184,45 @@ fn remote_ignition_references_are_accepted_and_ignored() {
     assert!(nothing && !plan.drain && !plan.reboot, "{}", plan.to_json());
     assert!(plan.files.is_empty(), "{}", plan.to_json());
 }
+
+/// `deferring_contents_base64` (for a caller that decodes every file's contents itself) leaves
+/// only the base64 data of files' contents unchecked: their data URL's header, percent-encoded
+/// contents, appended fragments and the `ignition` section's sources are checked as always,
+/// and a parse after it checks everything again.
+#[test]
+fn deferred_contents_base64_is_only_that() {
+    let file = |source: &str| json!({"path": "/etc/x", "contents": {"source": source}});
+    let parse = |config: &serde_json::Value| Config::parse(config.to_string().as_bytes());
+    let deferred =
+        |config: &serde_json::Value| machine_config::deferring_contents_base64(|| parse(config));
+    let short_quantum = v(
+        "3.2.0",
+        json!({"storage": {"files": [file("data:;base64,aGVsbG8")]}}),
+    );
+    let padded_inside = v(
+        "3.2.0",
+        json!({"storage": {"files": [file("data:;base64,QQ==QQ==")]}}),
+    );
+    for config in [&short_quantum, &padded_inside] {
+        let err = parse(config).unwrap_err().to_string();
+        assert!(err.contains("invalid data URL: bad base64 data"), "{err}");
+        assert!(deferred(config).is_ok(), "{config}");
+    }
+    assert!(parse(&short_quantum).is_err(), "the scope ended");
+    let still_checked = [
+        file("data:text;base64,aGVsbG8="),
+        file("data:,hello world"),
+        json!({"path": "/etc/x", "append": [{"source": "data:;base64,aGVsbG8"}]}),
+    ];
+    for f in still_checked {
+        let config = v("3.2.0", json!({"storage": {"files": [f]}}));
+        let (full, deferred) = (parse(&config), deferred(&config));
+        assert!(full.is_err(), "{config}");
+        assert_eq!(
+            full.unwrap_err().to_string(),
+            deferred.unwrap_err().to_string()
+        );
+    }
+    let ca = json!({"ignition": {"version": "3.2.0", "security": {"tls": {"certificateAuthorities": [{"source": "data:;base64,aGVsbG8"}]}}}});
+    assert!(deferred(&ca).is_err());
+}

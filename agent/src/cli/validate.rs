@@ -1,13 +1,13 @@
 //! `mco-agent validate --config FILE [--root DIR] [--json]`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
 
 use crate::input::LoadedConfig;
 use crate::rootfs::Root;
-use crate::validate::validate;
+use crate::validate::{SKIPPED_FILES, validate};
 
 /// Arguments of `validate`.
 #[derive(Debug, clap::Args)]
@@ -28,9 +28,24 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     // A one-shot command: its text is read whole and parsed in place, which is about three
     // times cheaper in CPU than the streamed read the daemon and `once-from` use to keep the
     // contents out of memory (docs/benchmarks.md, "validate").
-    let config = LoadedConfig::read_whole(&args.config)?;
-    let root = Root::open(&args.root)?;
+    // Files' base64 is not decoded by the parse: the comparison decodes it (see
+    // `read_deferring_base64`).
+    let config = read_deferring_base64(&args.config)?;
+    let root = match Root::open(&args.root) {
+        Ok(root) => root,
+        Err(e) => {
+            full_parse_if_undecodable(&args.config, config.ignition.storage.files.iter())?;
+            return Err(e.into());
+        }
+    };
     let report = validate(&root, config.machine_config.name(), &config.ignition);
+    // A file that matched was decoded whole by the comparison; every other one, and those not
+    // compared, are checked as the parse would have (the report was of a config the parse
+    // refuses when one fails).
+    let unconfirmed = config.ignition.storage.files.iter().filter(|f| {
+        !report.is_ok() || SKIPPED_FILES.contains(&f.path.as_str()) || !f.append.is_empty()
+    });
+    full_parse_if_undecodable(&args.config, unconfirmed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.mismatches)?);
     } else if report.is_ok() {
@@ -45,4 +60,34 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(super::EXIT_MISMATCH)
     })
+}
+
+/// Reads the config at `path` as [`LoadedConfig::read_whole`] does, except that the base64 data
+/// of files' contents is not decoded to check it ([`machine_config::deferring_contents_base64`]):
+/// the comparison with the disk decodes it. What the parse refuses for any other reason is
+/// refused with the very error of a full parse (the full parse then words it).
+fn read_deferring_base64(path: &Path) -> Result<LoadedConfig> {
+    match machine_config::deferring_contents_base64(|| LoadedConfig::read_whole(path)) {
+        Ok(config) => Ok(config),
+        Err(_) => LoadedConfig::read_whole(path),
+    }
+}
+
+/// Fails with the full parse's error when one of `files` has contents whose data URL the full
+/// parse refuses (their base64 does not decode): the error `validate` gave before it deferred
+/// that check. Only data URLs are checked here, the rest of the config was checked by the parse.
+fn full_parse_if_undecodable<'a>(
+    path: &Path,
+    files: impl Iterator<Item = &'a machine_config::File>,
+) -> Result<()> {
+    let undecodable = files
+        .filter_map(|f| f.contents.source.as_ref()?.text().ok())
+        .any(|src| {
+            machine_config::dataurl::scheme(&src) == Some("data")
+                && machine_config::dataurl::check(&src).is_err()
+        });
+    if undecodable {
+        LoadedConfig::read_whole(path)?;
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 
@@ -70,6 +71,20 @@ impl std::fmt::Display for UnitFileState {
 #[derive(Debug)]
 pub struct OfflineUnits<'r> {
     root: &'r Root,
+    /// For [`Self::snapshot`]: the unit directory's links, read at the first state asked
+    /// (`None` inside when reading them failed: each unit then reads them itself, and fails
+    /// with its own error as it did).
+    links: Option<OnceLock<Option<Vec<LinkEntry>>>>,
+}
+
+/// A symlink enablement may consist of, with its target: one in the unit directory (an
+/// alias), or in one of its dependency directories.
+#[derive(Debug)]
+struct LinkEntry {
+    in_dependency_dir: bool,
+    name: String,
+    path: PathBuf,
+    target: Option<PathBuf>,
 }
 
 /// A unit file found in the search path.
@@ -82,7 +97,19 @@ struct Found {
 impl<'r> OfflineUnits<'r> {
     /// Enablement for `root`.
     pub fn new(root: &'r Root) -> Self {
-        OfflineUnits { root }
+        OfflineUnits { root, links: None }
+    }
+
+    /// Enablement for `root` that only reads states while nothing changes the links (a
+    /// validation): the links under `/etc/systemd/system` are read once, not again for every
+    /// unit asked about (each unit's state looks at every link, so reading them per unit grew
+    /// with units times links). Enabling or disabling through this would see stale links, so
+    /// only [`Self::state`] is meant for it.
+    pub fn snapshot(root: &'r Root) -> Self {
+        OfflineUnits {
+            root,
+            links: Some(OnceLock::new()),
+        }
     }
 
     /// The root this works on.
@@ -262,9 +289,20 @@ impl<'r> OfflineUnits<'r> {
     /// directories named like the unit (or an instance of it, for a template) or pointing at its
     /// unit file, and aliases pointing at its unit file.
     fn links_of(&self, unit: &str, found: &Found) -> Result<Vec<PathBuf>> {
-        let base = Path::new(SYSTEM_UNIT_DIR);
-        let Some(entries) = self.root.read_dir(base)? else {
-            return Ok(Vec::new());
+        let snapshot = self.links.as_ref().and_then(|cell| {
+            cell.get_or_init(|| self.read_links(None).ok().flatten())
+                .as_deref()
+        });
+        let read_now;
+        let entries: &[LinkEntry] = match snapshot {
+            Some(entries) => entries,
+            None => match self.read_links(Some(unit))? {
+                Some(entries) => {
+                    read_now = entries;
+                    &read_now
+                }
+                None => return Ok(Vec::new()),
+            },
         };
         let name = UnitName::parse(unit);
         let names_this_unit = |entry: &str| {
@@ -275,38 +313,60 @@ impl<'r> OfflineUnits<'r> {
                         && entry.ends_with(&format!(".{}", n.suffix))
                 })
         };
+        let points_here = |e: &LinkEntry| e.target.as_deref() == Some(found.path.as_path());
+        let links = entries.iter().filter(|e| match e.in_dependency_dir {
+            // an alias: a link of another name to the unit file
+            false => e.name != unit && points_here(e),
+            true => {
+                names_this_unit(&e.name)
+                    || (points_here(e)
+                        && name
+                            .as_ref()
+                            .is_some_and(|n| n.is_template() || e.name == unit))
+            }
+        });
+        Ok(links.map(|e| e.path.clone()).collect())
+    }
+
+    /// The symlinks [`Self::links_of`] looks at, with their targets, in the order the
+    /// directories list them: those in `/etc/systemd/system` (but the one named `skip`, which
+    /// is not read) and those in its dependency directories. `None` without that directory.
+    fn read_links(&self, skip: Option<&str>) -> Result<Option<Vec<LinkEntry>>> {
+        let base = Path::new(SYSTEM_UNIT_DIR);
+        let Some(entries) = self.root.read_dir(base)? else {
+            return Ok(None);
+        };
         let mut links = Vec::new();
         for (entry, kind) in entries {
             let entry = entry.to_string_lossy().into_owned();
             let path = base.join(&entry);
-            if kind == FileKind::Symlink && entry != unit {
-                if self.root.read_link(&path)?.as_deref() == Some(found.path.as_path()) {
-                    links.push(path);
-                }
+            if kind == FileKind::Symlink && Some(entry.as_str()) != skip {
+                links.push(LinkEntry {
+                    in_dependency_dir: false,
+                    target: self.root.read_link(&path)?,
+                    name: entry,
+                    path,
+                });
                 continue;
             }
             if kind != FileKind::Dir || !LINK_DIR_SUFFIXES.iter().any(|s| entry.ends_with(s)) {
                 continue;
             }
             for (link, link_kind) in self.root.read_dir(&path)?.unwrap_or_default() {
-                let link = link.to_string_lossy().into_owned();
                 if link_kind != FileKind::Symlink {
                     continue;
                 }
+                let link = link.to_string_lossy().into_owned();
                 let link_path = path.join(&link);
-                let points_here =
-                    self.root.read_link(&link_path)?.as_deref() == Some(found.path.as_path());
-                if names_this_unit(&link)
-                    || (points_here
-                        && name
-                            .as_ref()
-                            .is_some_and(|n| n.is_template() || link == unit))
-                {
-                    links.push(link_path);
-                }
+                links.push(LinkEntry {
+                    in_dependency_dir: true,
+                    target: self.root.read_link(&link_path)?,
+                    name: link,
+                    path: link_path,
+                });
             }
         }
-        Ok(links)
+        Ok(Some(links))
     }
 
     /// Finds the unit file of `unit` (or of its template) in the search path.

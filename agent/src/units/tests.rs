@@ -291,3 +291,63 @@ fn plan_runs_disable_enable_preset_and_ignores_preset_errors() {
     block_on(EnablementPlan::default().run(&rec)).unwrap();
     assert!(rec.calls.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_snapshot_reports_the_states_reading_per_unit_does() {
+    let dir = make_root();
+    let root = Root::open(dir.path()).unwrap();
+    let offline = OfflineUnits::new(&root);
+    for unit in ["a.service", "t@.service", "d.socket"] {
+        offline.enable_one(unit).unwrap();
+    }
+    // a link of another unit's name to a's unit file, and a stray instance link
+    let wants = dir.path().join("etc/systemd/system/x.target.wants");
+    symlink(
+        "/etc/systemd/system/t@.service",
+        wants.join("t@two.service"),
+    )
+    .unwrap();
+    symlink(
+        "/etc/systemd/system/a.service",
+        dir.path().join("etc/systemd/system/other-alias.service"),
+    )
+    .unwrap();
+    let units = [
+        "a.service",
+        "aa.service",
+        "b.service",
+        "c.service",
+        "d.socket",
+        "t@.service",
+        "t@one.service",
+        "t@two.service",
+        "s.service",
+        "m.service",
+        "nope.service",
+    ];
+    let per_unit: Vec<_> = units.iter().map(|u| offline.state(u).unwrap()).collect();
+    let snapshot = OfflineUnits::snapshot(&root);
+    let from_snapshot: Vec<_> = units.iter().map(|u| snapshot.state(u).unwrap()).collect();
+    assert_eq!(from_snapshot, per_unit);
+    assert!(
+        per_unit.contains(&UnitFileState::Enabled) && per_unit.contains(&UnitFileState::Static)
+    );
+}
+
+#[test]
+fn a_snapshot_without_a_unit_directory_finds_no_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit_dir = dir.path().join("usr/lib/systemd/system");
+    fs::create_dir_all(&unit_dir).unwrap();
+    fs::write(unit_dir.join("c.service"), UNITS[4].1).unwrap();
+    let root = Root::open(dir.path()).unwrap();
+    let snapshot = OfflineUnits::snapshot(&root);
+    assert_eq!(
+        snapshot.state("c.service").unwrap(),
+        UnitFileState::Disabled
+    );
+    assert_eq!(
+        snapshot.state("nope.service").unwrap(),
+        UnitFileState::NotFound
+    );
+}

@@ -49,7 +49,8 @@ pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationRe
         accounts: &accounts,
     };
     let mut mismatches = check_files(&check, &config.storage.files);
-    let units = OfflineUnits::new(root);
+    // Nothing changes the links while they are checked: read once for all the units.
+    let units = OfflineUnits::snapshot(root);
     for unit in &config.systemd.units {
         check_unit(&check, &units, unit, &mut mismatches);
     }
@@ -126,28 +127,31 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
         .min(bytes / BYTES_PER_THREAD)
         .min(files.len())
         .max(1);
-    let check_one = |file: &File, out: &mut Vec<Mismatch>| {
+    let check_one = |file: &File, buffers: &mut CompareBuffers, out: &mut Vec<Mismatch>| {
         if SKIPPED_FILES.contains(&file.path.as_str()) {
             tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
             return;
         }
-        check_config_file(check, file, out);
+        check_config_file(check, file, buffers, out);
     };
     if threads == 1 {
-        let mut out = Vec::new();
-        files.iter().for_each(|f| check_one(f, &mut out));
+        let (mut out, mut buffers) = (Vec::new(), CompareBuffers::default());
+        files
+            .iter()
+            .for_each(|f| check_one(f, &mut buffers, &mut out));
         return out;
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || {
         let mut found: Vec<(usize, Vec<Mismatch>)> = Vec::new();
+        let mut buffers = CompareBuffers::default();
         loop {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(file) = files.get(i) else {
                 return found;
             };
             let mut out = Vec::new();
-            check_one(file, &mut out);
+            check_one(file, &mut buffers, &mut out);
             if !out.is_empty() {
                 found.push((i, out));
             }
@@ -167,7 +171,12 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
     found.into_iter().flat_map(|(_, m)| m).collect()
 }
 
-fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {
+fn check_config_file(
+    check: &Check<'_>,
+    file: &File,
+    buffers: &mut CompareBuffers,
+    out: &mut Vec<Mismatch>,
+) {
     let mode = file.mode_or_default();
     if !file.append.is_empty() {
         out.push(Mismatch {
@@ -201,7 +210,7 @@ fn check_config_file(check: &Check<'_>, file: &File, out: &mut Vec<Mismatch>) {
             None
         }
     };
-    if let Some(found_owner) = matches_streaming(check.root, file, mode) {
+    if let Some(found_owner) = matches_streaming(check.root, file, mode, buffers) {
         if let Some(owner) = owner {
             out.extend(identity::check_owner(
                 check.accounts,
@@ -482,7 +491,12 @@ fn check_file(
 /// do not decode: the full check ([`check_file`] after decoding) then says what differs, in the
 /// MCD's words. A size that differs from the decoded size, when that is known without decoding,
 /// ends this at once.
-fn matches_streaming(root: &Root, file: &File, mode: u32) -> Option<Owner> {
+fn matches_streaming(
+    root: &Root,
+    file: &File,
+    mode: u32,
+    buffers: &mut CompareBuffers,
+) -> Option<Owner> {
     let mut expected = ContentsReader::new(file)?;
     let Ok(Opened::File(mut on_disk, info)) = root.open_nofollow(Path::new(&file.path)) else {
         return None;
@@ -493,10 +507,9 @@ fn matches_streaming(root: &Root, file: &File, mode: u32) -> Option<Owner> {
     if expected.decoded_len().is_some_and(|len| len != info.size) {
         return None;
     }
-    let mut disk_buf = vec![0u8; COMPARE_CHUNK];
-    let mut want_buf = vec![0u8; COMPARE_CHUNK];
+    let CompareBuffers { disk_buf, want_buf } = buffers;
     loop {
-        let n = read_full(&mut on_disk, &mut disk_buf).ok()?;
+        let n = read_full(&mut on_disk, disk_buf).ok()?;
         let m = read_full(&mut expected, &mut want_buf[..n.max(1)]).ok()?;
         if n == 0 {
             // The file ended: so must the contents (their hash is checked at their end).
@@ -510,6 +523,23 @@ fn matches_streaming(root: &Root, file: &File, mode: u32) -> Option<Owner> {
 
 /// Bytes compared per step.
 const COMPARE_CHUNK: usize = 64 * 1024;
+
+/// The two buffers [`matches_streaming`] compares in, one pair per worker for all its files:
+/// allocating and zeroing 128 KiB for each of hundreds of small files cost more than reading
+/// them.
+struct CompareBuffers {
+    disk_buf: Vec<u8>,
+    want_buf: Vec<u8>,
+}
+
+impl Default for CompareBuffers {
+    fn default() -> Self {
+        CompareBuffers {
+            disk_buf: vec![0u8; COMPARE_CHUNK],
+            want_buf: vec![0u8; COMPARE_CHUNK],
+        }
+    }
+}
 
 /// Reads until `buf` is full or the end; how many bytes were read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {

@@ -16,7 +16,7 @@ use serde_json::Value;
 pub use types::*;
 pub(crate) use validate::check_path;
 pub use validate::go_octal;
-pub use validate::validate;
+pub use validate::{deferring_contents_base64, validate};
 
 use crate::error::{Issue, ParseError, describe_value, quoted, serde_issue};
 use crate::source::SourceTable;

@@ -18,6 +18,7 @@ mod storage;
 mod systemd;
 mod unit_syntax;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use super::types::{Config, NodeOwner};
@@ -55,6 +56,33 @@ pub(crate) fn check_path(p: &str) -> Result<(), &'static str> {
         return Err("path is not fully simplified");
     }
     Ok(())
+}
+
+thread_local! {
+    /// Set while [`deferring_contents_base64`] runs.
+    static CONTENTS_BASE64_DEFERRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `parse` (parses of configs on this thread) with the base64 data of files' contents
+/// not decoded by their validation: the rest of each data URL (its header, percent-encoded
+/// data) and of the config is checked as always. For a caller that decodes every file's
+/// contents anyway and, where one does not decode, parses the config again without this to
+/// get the parse's error: `mco-agent validate`, whose comparison with the disk decodes the
+/// same megabytes the parse just decoded to check them.
+pub fn deferring_contents_base64<T>(parse: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CONTENTS_BASE64_DEFERRED.set(self.0);
+        }
+    }
+    let _restore = Restore(CONTENTS_BASE64_DEFERRED.replace(true));
+    parse()
+}
+
+/// Whether file contents' base64 is left to the caller (see [`deferring_contents_base64`]).
+fn contents_base64_deferred() -> bool {
+    CONTENTS_BASE64_DEFERRED.get()
 }
 
 /// Problems found so far, each with what it is about.

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::{Report, named, unique_strings};
+use super::{Report, contents_base64_deferred, named, unique_strings};
 use crate::dataurl;
 use crate::error::{describe_source, quoted};
 use crate::ignition::hash::parse_hash;
@@ -19,8 +19,11 @@ pub(super) enum Use {
     /// The replacing config: optional, an empty source meaning none (Ignition's
     /// `validateURLNilOK`).
     OptionalReference,
-    /// File contents or an appended fragment: written by the node, so only `data:` URLs.
+    /// An appended fragment: written by the node, so only `data:` URLs.
     Written,
+    /// A file's contents: as [`Use::Written`], their base64 data possibly left to the caller
+    /// ([`super::deferring_contents_base64`]).
+    Contents,
 }
 
 pub(super) fn validate_ignition(cfg: &Config, r: &mut Report) {
@@ -218,14 +221,19 @@ fn source(at: &str, subject: &str, src: &str, use_: Use, r: &mut Report) {
     match dataurl::scheme(src) {
         Some("data") => {
             // checked without keeping the decoded data: every parse validates every source
-            if let Err(e) = dataurl::check(src) {
+            let checked = if use_ == Use::Contents && contents_base64_deferred() {
+                dataurl::check_unless_base64(src)
+            } else {
+                dataurl::check(src)
+            };
+            if let Err(e) = checked {
                 r.err(at, subject, format!("{e} ({what})"));
             }
         }
         Some(scheme @ ("http" | "https" | "tftp" | "s3" | "gs" | "arn")) => {
             if let Err(e) = remote_url(scheme, src) {
                 r.err(at, subject, format!("{e} ({what})"));
-            } else if use_ == Use::Written {
+            } else if matches!(use_, Use::Written | Use::Contents) {
                 r.err(
                     at,
                     subject,

@@ -87,7 +87,7 @@ pub(super) fn validate_storage(cfg: &Config, r: &mut Report) {
             );
         }
         let contents = format!("{at}.contents");
-        resource(&contents, &subject, &f.contents, Use::Written, r);
+        resource(&contents, &subject, &f.contents, Use::Contents, r);
         for (j, a) in f.append.iter().enumerate() {
             resource(&format!("{at}.append.{j}"), &subject, a, Use::Written, r);
         }
