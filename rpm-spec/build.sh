@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the mco-agent RPMs with rpmbuild and leaves them in OUTDIR.
 # usage: rpm-spec/build.sh OUTDIR [--prebuilt DIR]
-#   --prebuilt DIR  package DIR/mco-agent and DIR/mco-firstboot (e.g. target/release), a
+#   --prebuilt DIR  package DIR/mco-agent, DIR/mco-firstboot and DIR/mco-sysroot-status (e.g. target/release), a
 #                   policy module built here by selinux/build.sh and the man pages and shell
 #                   completions DIR/mco-docgen writes here, instead of running
 #                   `cargo build --release`, selinux/build.sh and mco-docgen in %build
@@ -51,10 +51,10 @@ fi
 if [ -n "$prebuilt" ]; then
   artifacts=$top/artifacts
   mkdir -p "$artifacts"
-  for bin in mco-agent mco-firstboot mco-docgen; do
+  for bin in mco-agent mco-firstboot mco-sysroot-status mco-docgen; do
     [ -x "$prebuilt/$bin" ] || die "$prebuilt/$bin: missing (build it first)"
   done
-  cp "$prebuilt/mco-agent" "$prebuilt/mco-firstboot" "$artifacts/"
+  cp "$prebuilt/mco-agent" "$prebuilt/mco-firstboot" "$prebuilt/mco-sysroot-status" "$artifacts/"
   "$ROOT/selinux/build.sh" "$artifacts"
   "$prebuilt/mco-docgen" "$ROOT/docs/man" "$artifacts/docs" >/dev/null
   args+=(--define "mco_prebuilt $artifacts")

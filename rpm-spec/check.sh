@@ -2,7 +2,8 @@
 # Builds the RPMs here (rpm-spec/build.sh, with the debug binaries cargo built), checks what
 # `rpm -qlp` lists, the scriptlets and dependencies, and installs them into a temporary
 # `rpm --root` (--nodeps --noscripts: the root has no rpm-ostree or systemd), then verifies them.
-# usage: rpm-spec/check.sh      (after `cargo build -p mco-agent -p mco-firstboot -p mco-docgen`)
+# usage: rpm-spec/check.sh      (after `cargo build -p mco-agent -p mco-firstboot
+#                                 -p mco-sysroot-status -p mco-docgen`)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -26,7 +27,7 @@ lists() {
     checks=$((checks + 1))
   done
 }
-lists "$main" /usr/bin/mco-agent /usr/libexec/mco-firstboot \
+lists "$main" /usr/bin/mco-agent /usr/libexec/mco-firstboot /usr/libexec/mco-sysroot-status \
   /usr/lib/systemd/system/mco-agent.service /usr/lib/systemd/system/mco-firstboot.service \
   /usr/lib/systemd/system-preset/80-mco-agent.preset /usr/lib/tmpfiles.d/mco-agent.conf \
   /usr/lib/mco-agent/config.d /etc/mco-agent/config.d \
@@ -61,7 +62,8 @@ rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -i --nodeps --noscripts "${quiet[
   fail "the RPMs do not install"
 rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -V --nodeps mco-agent mco-agent-selinux ||
   fail "rpm -V reports changed files"
-[ -x "$r/usr/bin/mco-agent" ] && [ -x "$r/usr/libexec/mco-firstboot" ] || fail "binaries not executable"
+[ -x "$r/usr/bin/mco-agent" ] && [ -x "$r/usr/libexec/mco-firstboot" ] &&
+  [ -x "$r/usr/libexec/mco-sysroot-status" ] || fail "binaries not executable"
 cmp -s "$r/usr/lib/systemd/system/mco-agent.service" "$ROOT/units/mco-agent.service" ||
   fail "the packaged mco-agent.service differs from units/"
 checks=$((checks + 4))

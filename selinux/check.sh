@@ -145,6 +145,8 @@ refuse "maps no writable memory executable" -A -s mco_agent_t -t mco_agent_t -c 
 refuse "needs no sys_admin, sys_module or sys_ptrace" -A -s mco_agent_t -t mco_agent_t -c capability -p sys_admin,sys_module,sys_ptrace
 label /usr/bin/mco-agent mco_agent_exec_t
 label /usr/libexec/mco-firstboot mco_agent_exec_t
+# not an entry point of the domain: it runs in its caller's (mco-agent status, an administrator)
+label /usr/libexec/mco-sysroot-status bin_t
 label /usr/lib/systemd/system/mco-agent.service mco_agent_unit_file_t
 label /etc/machine-config-daemon/currentconfig mco_agent_conf_t
 label /run/mco-agent/state mco_agent_runtime_t

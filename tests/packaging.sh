@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build -q -p mco-agent -p mco-firstboot
+cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status
 # the man page and completion generator, on its own as the spec builds it
 cargo build -q -p mco-docgen
 units/check.sh
@@ -16,10 +16,11 @@ rpm-spec/check.sh
 fail() { echo "tests/packaging.sh: FAIL: $*" >&2; exit 1; }
 
 # The in-memory fakes (feature `fakes` of mco-agent, for tests) are not in what ships: the
-# features cargo resolves for the spec's `cargo build -p mco-agent -p mco-firstboot` leave
+# features cargo resolves for the spec's `cargo build -p mco-agent -p mco-firstboot
+# -p mco-sysroot-status` leave
 # `fakes` out (checked against a resolution that has it, so a changed output cannot pass), and
 # the debug binaries built above, which keep their symbols, name no fake type.
-shipped_features() { cargo tree --locked -q -p mco-agent -p mco-firstboot -e features,normal -i mco-agent "$@"; }
+shipped_features() { cargo tree --locked -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -e features,normal -i mco-agent "$@"; }
 with_fakes=$(shipped_features --features mco-agent/fakes)
 grep -qF 'mco-agent feature "fakes"' <<<"$with_fakes" ||
   fail "cargo tree does not show the fakes feature even when asked for it (output changed?)"
@@ -34,6 +35,27 @@ for bin in mco-agent mco-firstboot; do
 done
 echo "tests/packaging.sh: no fake in the shipped binaries (feature not resolved, no symbol)"
 
+# libostree (and the sixty-odd libraries it brings: glib, gio, gpgme, curl, krb5, icu, ...) is
+# linked by mco-sysroot-status alone, never by the daemon (docs/benchmarks.md "Idle memory"):
+# the dynamic section's NEEDED entries of the agent and mco-firstboot name none of them, and
+# the helper's do name libostree (so the check cannot pass on an unreadable dynamic section).
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'; }
+check_no_ostree() {
+  local bin=$1 libs
+  libs=$(needed "$bin") || fail "readelf -d $bin"
+  grep -q '^libc\.so' <<<"$libs" || fail "readelf -d $bin lists no libc (output changed?): $libs"
+  ! grep -qE '^lib(ostree|glib|gio|gobject)-' <<<"$libs" ||
+    fail "$bin links $(grep -E '^lib(ostree|glib|gio|gobject)-' <<<"$libs" | tr '\n' ' ')- only mco-sysroot-status may (the agent runs it for the sysroot)"
+}
+check_has_ostree() {
+  needed "$1" | grep -q '^libostree-1\.so' ||
+    fail "$1 does not link libostree: is the sysroot still read with it? (NEEDED: $(needed "$1" | tr '\n' ' '))"
+}
+debug=${CARGO_TARGET_DIR:-target}/debug
+for bin in mco-agent mco-firstboot; do check_no_ostree "$debug/$bin"; done
+check_has_ostree "$debug/mco-sysroot-status"
+echo "tests/packaging.sh: libostree is linked by mco-sysroot-status only (readelf -d NEEDED)"
+
 # The spec's own %build, as a distribution's build system runs it (check.sh packages the debug
 # binaries for speed): rpmbuild from the source tarball runs `cargo build --release --locked` and
 # selinux/build.sh; about 6 min on 2 cores. The binaries in the RPM must run.
@@ -42,10 +64,13 @@ trap 'rm -rf "$from_source"' EXIT
 rpm-spec/build.sh "$from_source/rpms" >/dev/null
 version=$(awk -F'"' '/^version = / {print $2; exit}' Cargo.toml)
 (cd "$from_source" && rpm2cpio rpms/mco-agent-"$version"-*.x86_64.rpm | cpio -id --quiet)
-for bin in usr/bin/mco-agent usr/libexec/mco-firstboot; do
+for bin in usr/bin/mco-agent usr/libexec/mco-firstboot usr/libexec/mco-sysroot-status; do
   got=$("$from_source/$bin" --version) || fail "$bin from the RPM built from source does not run"
   [ "$got" = "$(basename "$bin") $version" ] || fail "$bin --version says '$got'"
 done
+# the release build too: what actually ships
+for bin in usr/bin/mco-agent usr/libexec/mco-firstboot; do check_no_ostree "$from_source/$bin"; done
+check_has_ostree "$from_source/usr/libexec/mco-sysroot-status"
 # the listing first: `rpm | grep -q` would fail under pipefail when grep stops reading early
 listing=$(rpm -qlp "$from_source"/rpms/mco-agent-selinux-"$version"-*.noarch.rpm)
 grep -qxF /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 <<<"$listing" ||
@@ -58,7 +83,7 @@ ls "$from_source"/usr/share/man/man8/mco-agent-start.8* >/dev/null 2>&1 ||
 echo "tests/packaging.sh: the RPMs build from source (rpmbuild %build), their binaries run ($version)"
 # The shipped sizes (release profile, stripped), for docs/benchmarks.md: a figure, not a check.
 (cd "$from_source" && stat -c 'tests/packaging.sh: size %n: %s bytes' usr/bin/mco-agent \
-  usr/libexec/mco-firstboot rpms/mco-agent-"$version"-*.x86_64.rpm)
+  usr/libexec/mco-firstboot usr/libexec/mco-sysroot-status rpms/mco-agent-"$version"-*.x86_64.rpm)
 
 # The Containerfile cannot be built here (no container engine, no registry): check that every
 # file it copies from the build context exists, and that it copies every cargo workspace member

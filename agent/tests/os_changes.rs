@@ -1,11 +1,12 @@
 //! Rebase, package changes, cleanup and status through `DbusOsUpdater` against the rpm-ostree
 //! stand-in over a real ostree sysroot, checked with libostree and the agent's own reader.
 
+mod common;
 mod os_env;
 
 use mco_agent::os::{
     CleanupTarget, ClientConfig, KargsChange, OsError, OsImage, OsUpdater, PackageChange,
-    check_kernel_args, check_os_image, read_sysroot_async,
+    SysrootReader, check_kernel_args, check_os_image,
 };
 use os_env::{BASE_KARGS, Env, EnvOptions};
 
@@ -49,8 +50,12 @@ async fn rebase_to_a_mapped_image_records_the_container_reference() {
         Some("fakeos/stable")
     );
 
-    // The agent's libostree reader agrees, and the MCD checks pass on it.
-    let state = read_sysroot_async(env.sysroot.path()).await.unwrap();
+    // The agent's libostree reader (the mco-sysroot-status helper) agrees, and the MCD checks
+    // pass on it.
+    let state = SysrootReader::new(common::sysroot_reader_bin())
+        .read(env.sysroot.path())
+        .await
+        .unwrap();
     assert_eq!(state.status.deployments.len(), 2);
     for (a, b) in state.status.deployments.iter().zip(&status.deployments) {
         assert_eq!(

@@ -21,8 +21,16 @@ use mco_test_support::sysroot::TestSysroot;
 use serde_json::Value;
 
 fn status(args: &[&str], bus: Option<&str>) -> Output {
+    status_reading_with(args, bus, &common::sysroot_reader_bin())
+}
+
+/// `status` with `reader` as the sysroot reader (`mco-sysroot-status`).
+fn status_reading_with(args: &[&str], bus: Option<&str>, reader: &Path) -> Output {
     let mut cmd = common::agent();
-    cmd.arg("status").args(args).env_remove("RUST_LOG");
+    cmd.arg("status")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("MCO_SYSROOT_STATUS_BIN", reader);
     match bus {
         Some(address) => cmd.env("DBUS_SYSTEM_BUS_ADDRESS", address),
         // Nothing listens there: rpm-ostree is unreachable at once.
@@ -205,6 +213,67 @@ fn status_reads_the_agents_files_without_a_daemon() {
     );
 }
 
+/// The sysroot reader missing or failing: said, with what rpm-ostree said (nothing listens on
+/// the bus here); the rest of the status is still shown. The same reader with rpm-ostree on the
+/// bus is in `status_and_metrics_of_a_running_daemon`.
+#[test]
+fn a_missing_or_failing_sysroot_reader_is_said_and_rpm_ostree_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    seed_root(&root_dir);
+    let sysroot = TestSysroot::builder().build().unwrap();
+    let args = [
+        "--root",
+        p(&root_dir),
+        "--sysroot",
+        p(sysroot.path()),
+        "--json",
+    ];
+    let missing = dir.path().join("libexec/mco-sysroot-status");
+    for (reader, why) in [
+        (
+            missing.as_path(),
+            format!(
+                "running the sysroot reader {}: No such file or directory (os error 2)",
+                missing.display()
+            ),
+        ),
+        (
+            Path::new("/bin/false"),
+            "the sysroot reader /bin/false failed (exit status: 1)".to_string(),
+        ),
+    ] {
+        let out = status_reading_with(&args, None, reader);
+        let (stdout, stderr, code) = text(&out);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["deployments"], Value::Null, "{v}");
+        assert_eq!(v["current"], Value::Null);
+        let unreadable: Vec<&str> = v["unreadable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_str().unwrap())
+            .collect();
+        let deployments = unreadable
+            .iter()
+            .find(|u| u.starts_with("deployments: "))
+            .unwrap_or_else(|| panic!("{unreadable:?}"));
+        let expected = format!(
+            "deployments: ostree sysroot {}: {why}; and not from rpm-ostree: connecting to rpm-ostree on the system bus",
+            sysroot.path().display()
+        );
+        assert!(deployments.starts_with(&expected), "{deployments}");
+        // The other files are still read and reported.
+        assert!(
+            unreadable
+                .iter()
+                .any(|u| u.ends_with("machine-config-daemon/currentconfig: absent (no config was applied to this root yet)")),
+            "{unreadable:?}"
+        );
+    }
+}
+
 /// An address nothing listens on (yet).
 fn free_port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -316,5 +385,16 @@ async fn status_and_metrics_of_a_running_daemon() {
         v["deployments"]["running"]["checksum"],
         node.os.deployments()[0].checksum.as_str()
     );
+    // So do they when the sysroot reader fails: the same answer, nothing said unreadable.
+    let out = status_reading_with(
+        &["--root", &root, "--sysroot", &sysroot, "--json"],
+        Some(node.os.bus.address()),
+        Path::new("/bin/false"),
+    );
+    let (stdout, stderr, code) = text(&out);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let w: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(w["deployments"], v["deployments"], "{w}");
+    assert_eq!(w["unreadable"], serde_json::json!([]));
     node.stop().await;
 }

@@ -17,7 +17,7 @@ bin=${CARGO_TARGET_DIR:-target}/debug
 cargo build -q -p mco-vm-tests --tests
 cargo build -q -p mco-agent --features failpoints --bins
 install -m755 "$bin/mco-agent" "$bin/mco-agent-failpoints"
-cargo build -q -p mco-agent -p mco-firstboot -p mco-companion -p mco-test-support --bins
+cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
 # Left out of the default run, by name (run them by name): the long power-cut sequence, and three
 # harness self-tests that every agent scenario goes through anyway (a boot to multi-user with
 # 9p and host servers, the rpm-ostree stand-in on the system bus, a staged pivot with a kernel

@@ -7,8 +7,9 @@
 //!   an update is complete);
 //! - the update record `/etc/machine-config-daemon/mco-agent-update.json` (the update in
 //!   progress and its step);
-//! - the deployments: the ostree sysroot read with libostree (`--sysroot`, default the root),
-//!   or rpm-ostree on the system bus when there is no sysroot to read.
+//! - the deployments: the ostree sysroot read with libostree (`--sysroot`, default the root) by
+//!   the helper `mco-sysroot-status` (`os::sysroot`), or rpm-ostree on the system bus when
+//!   there is no sysroot to read (or the helper fails).
 //!
 //! What cannot be read is said, and the rest is still shown.
 
@@ -27,7 +28,7 @@ use crate::engine::record::{self, UpdateRecord};
 use crate::engine::report::{LastUpdate, STATUS_FILE, read_status};
 use crate::engine::{BOOT_ID_FILE, read_boot_id};
 use crate::input;
-use crate::os::{ClientConfig, DbusOsUpdater, Deployment, OsStatus, OsUpdater};
+use crate::os::{ClientConfig, DbusOsUpdater, Deployment, OsStatus, OsUpdater, SysrootReader};
 use crate::rootfs::Root;
 use crate::strategy::StrategyStatus;
 
@@ -247,7 +248,7 @@ fn pending(rec: &UpdateRecord, boot_id: Option<&str>) -> Pending {
 
 /// The deployments of the sysroot at `path`, else from rpm-ostree; `Err` says why neither.
 async fn deployments(path: &Path) -> Result<Deployments, String> {
-    let sysroot_error = match crate::os::read_sysroot_async(path).await {
+    let sysroot_error = match SysrootReader::locate().read(path).await {
         Ok(state) => {
             return Ok(summarize(
                 format!("sysroot {}", path.display()),
@@ -256,7 +257,8 @@ async fn deployments(path: &Path) -> Result<Deployments, String> {
         }
         Err(e) => e.to_string(),
     };
-    // A sysroot that cannot be read with libostree: perhaps rpm-ostree can say.
+    // A sysroot that cannot be read with libostree (or a helper that is missing or fails):
+    // perhaps rpm-ostree can say.
     let from_rpm_ostree = tokio::time::timeout(RPM_OSTREE_TIMEOUT, async {
         let os = DbusOsUpdater::connect(ClientConfig::default())
             .await

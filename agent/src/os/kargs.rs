@@ -72,7 +72,10 @@ impl KargsChange {
 
     /// The arguments `existing` becomes, computed as rpm-ostreed computes them (libostree's
     /// `OstreeKernelArgs`), and whether anything changed; libostree's message on failure
-    /// (e.g. deleting an argument that is not there).
+    /// (e.g. deleting an argument that is not there). For the fake rpm-ostree and the `kargs`
+    /// fuzz target only: the shipped agent leaves this to rpm-ostree and does not link
+    /// libostree (tests/packaging.sh checks).
+    #[cfg(any(test, feature = "fakes"))]
     pub fn apply_to(&self, existing: &str) -> Result<(String, bool), String> {
         let change = self;
         // libostree takes C strings: a NUL byte would panic in the bindings, not fail.

@@ -5,7 +5,8 @@
 //!   `org.projectatomic.rpmostree1` on the system bus (transactions over their peer-to-peer
 //!   socket); `FakeOsUpdater` (feature `fakes`) is the in-memory stand-in for tests of callers.
 //! - [`sysroot`]: the deployments read with libostree (booted checksum, origin, BLS kernel
-//!   arguments, staged/pending/rollback), for `--root` sysroots and validation.
+//!   arguments, staged/pending/rollback) by the `mco-sysroot-status` helper, for
+//!   `mco-agent status`; the agent itself does not link libostree.
 //! - [`validate`]: the MCD's two OS checks and their messages.
 //!
 //! Typical use, in the MCD's order (clean up a pending deployment, rebase, then kernel
@@ -43,7 +44,7 @@ pub use fake::{FakeOsUpdater, OsCall};
 pub use kargs::KargsChange;
 pub use packages::PackageChange;
 pub use pull_secret::{PullSecret, arrange_pull_secret};
-pub use sysroot::read_sysroot_async;
+pub use sysroot::{SysrootReader, SysrootState};
 pub use types::{
     BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,
 };

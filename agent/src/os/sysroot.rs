@@ -1,18 +1,31 @@
-//! Reading the deployments straight from the ostree sysroot with libostree (no rpm-ostree):
-//! checksums, OS names, origins (ostree refspec or container image reference), the BLS
-//! `options` kernel arguments, and which deployment is booted, staged, pending or rollback.
+//! The deployments of an ostree sysroot, read with libostree by the helper executable
+//! `mco-sysroot-status` (crate `sysroot-status`), which prints them as JSON.
 //!
-//! The sysroot is `/` on a node, a temporary sysroot in tests. libostree is synchronous and its
-//! objects stay on one thread: [`read_sysroot`] blocks; call it through
-//! [`read_sysroot_async`] from async code.
+//! Why a separate process: libostree brings some sixty shared libraries (glib, gio, gpgme,
+//! curl, krb5, icu, ...) that the dynamic loader would map and relocate at every start of
+//! `mco-agent`, and whose touched pages would stay resident in the idle daemon; only
+//! `mco-agent status` reads a sysroot (docs/benchmarks.md). The helper is looked up by
+//! [`SysrootReader::locate`]; whatever goes wrong with it (missing, failing, hanging, printing
+//! nonsense) is an [`OsError::Sysroot`] naming the sysroot, as a libostree error is.
 
 use std::path::{Path, PathBuf};
-
-use ostree::gio;
-use ostree::glib;
+use std::process::Stdio;
+use std::time::Duration;
 
 use super::error::OsError;
 use super::types::{Deployment, OsStatus};
+
+/// The helper's file name.
+pub const SYSROOT_READER_NAME: &str = "mco-sysroot-status";
+
+/// Where the package installs the helper.
+pub const SYSROOT_READER_PATH: &str = "/usr/libexec/mco-sysroot-status";
+
+/// The environment variable naming another helper (tests, a non-standard install).
+pub const SYSROOT_READER_ENV: &str = "MCO_SYSROOT_STATUS_BIN";
+
+/// How long the helper may take: loading a sysroot reads a few small files per deployment.
+pub const SYSROOT_READER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The sysroot's deployments, in boot order, with their kernel arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,92 +70,104 @@ impl SysrootState {
     }
 }
 
-/// Reads the sysroot at `path` (blocking).
-pub fn read_sysroot(path: &Path) -> Result<SysrootState, OsError> {
-    let err = |message: String| OsError::Sysroot {
-        path: path.to_path_buf(),
-        message,
-    };
-    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(path)));
-    sysroot
-        .load(gio::Cancellable::NONE)
-        .map_err(|e| err(format!("loading: {e}")))?;
-    let repo = sysroot.repo();
-    let booted = sysroot.booted_deployment();
-    let locked = Path::new("/run/ostree/staged-deployment-locked").exists();
-    let mut deployments = Vec::new();
-    for d in sysroot.deployments() {
-        let checksum = d.csum().to_string();
-        let (version, timestamp) = match repo.load_commit(&checksum) {
-            Ok((commit, _)) => (
-                glib::VariantDict::new(Some(&commit.child_value(0)))
-                    .lookup::<String>("version")
-                    .ok()
-                    .flatten(),
-                Some(ostree::commit_get_timestamp(&commit)),
-            ),
-            Err(e) => return Err(err(format!("loading commit {checksum}: {e}"))),
-        };
-        let origin = d.origin();
-        let get = |group: &str, key: &str| {
-            origin
-                .as_ref()
-                .and_then(|kf| kf.string(group, key).ok())
-                .map(|s| s.to_string())
-        };
-        let list = |group: &str, key: &str| -> Vec<String> {
-            origin
-                .as_ref()
-                .and_then(|kf| kf.string_list(group, key).ok())
-                .map(|v| {
-                    v.iter()
-                        .map(|s| s.to_string())
-                        .filter(|s| !s.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let staged = d.is_staged();
-        deployments.push(Deployment {
-            id: format!("{}-{}.{}", d.osname(), checksum, d.deployserial()),
-            osname: d.osname().to_string(),
-            serial: d.deployserial(),
-            // Layering is rpm-ostree's business; libostree alone does not say.
-            base_checksum: None,
-            version,
-            timestamp,
-            origin: get("origin", "refspec").or_else(|| get("origin", "baserefspec")),
-            container_image_reference: get("origin", "container-image-reference"),
-            custom_origin: get("origin", "custom-url")
-                .map(|u| (u, get("origin", "custom-description").unwrap_or_default())),
-            booted: booted.as_ref().is_some_and(|b| b.equal(&d)),
-            staged,
-            pinned: d.is_pinned(),
-            finalization_locked: staged && locked,
-            requested_packages: list("packages", "requested"),
-            requested_base_removals: list("overrides", "remove"),
-            kargs: Some(
-                d.bootconfig()
-                    .and_then(|b| b.get("options"))
-                    .map(|s| s.to_string())
-                    .unwrap_or_default(),
-            ),
-            checksum,
-        });
-    }
-    Ok(SysrootState {
-        path: path.to_path_buf(),
-        status: OsStatus { deployments },
-    })
+/// Runs the `mco-sysroot-status` helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysrootReader {
+    program: PathBuf,
+    timeout: Duration,
 }
 
-/// [`read_sysroot`] on a blocking thread.
-pub async fn read_sysroot_async(path: &Path) -> Result<SysrootState, OsError> {
-    let owned = path.to_path_buf();
-    tokio::task::spawn_blocking(move || read_sysroot(&owned))
-        .await
-        .map_err(|e| OsError::Sysroot {
+impl SysrootReader {
+    /// The helper at `program`, with the default timeout.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        SysrootReader {
+            program: program.into(),
+            timeout: SYSROOT_READER_TIMEOUT,
+        }
+    }
+
+    /// The helper named by `$MCO_SYSROOT_STATUS_BIN`; else the one next to the running
+    /// executable (a cargo build: `target/<profile>/`) or in `../libexec/` from it (an install
+    /// under a prefix, e.g. `/usr/local`); else [`SYSROOT_READER_PATH`] (whose absence is then
+    /// the error).
+    pub fn locate() -> Self {
+        if let Some(p) = std::env::var_os(SYSROOT_READER_ENV).filter(|p| !p.is_empty()) {
+            return Self::new(p);
+        }
+        let beside = std::env::current_exe().ok().and_then(|exe| {
+            let dir = exe.parent()?.to_path_buf();
+            [
+                dir.join(SYSROOT_READER_NAME),
+                dir.join("../libexec").join(SYSROOT_READER_NAME),
+            ]
+            .into_iter()
+            .find(|p| p.is_file())
+        });
+        Self::new(beside.unwrap_or_else(|| PathBuf::from(SYSROOT_READER_PATH)))
+    }
+
+    /// The same helper with another time limit.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        SysrootReader { timeout, ..self }
+    }
+
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The deployments of the sysroot at `path`. The helper is killed when it overruns the
+    /// timeout or when this future is dropped.
+    pub async fn read(&self, path: &Path) -> Result<SysrootState, OsError> {
+        let err = |message: String| OsError::Sysroot {
             path: path.to_path_buf(),
-            message: format!("reader thread: {e}"),
-        })?
+            message,
+        };
+        let program = self.program.display();
+        let child = tokio::process::Command::new(&self.program)
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| err(format!("running the sysroot reader {program}: {e}")))?;
+        let out = tokio::time::timeout(self.timeout, child.wait_with_output())
+            .await
+            .map_err(|_| {
+                err(format!(
+                    "the sysroot reader {program} did not finish within {:?} (killed)",
+                    self.timeout
+                ))
+            })?
+            .map_err(|e| err(format!("waiting for the sysroot reader {program}: {e}")))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stderr = stderr.trim();
+            // The helper's own message already names the sysroot, as this error does.
+            let prefix = format!("ostree sysroot {}: ", path.display());
+            return Err(err(match stderr.strip_prefix(&prefix) {
+                Some(message) if !message.contains('\n') => message.to_string(),
+                _ if stderr.is_empty() => {
+                    format!("the sysroot reader {program} failed ({})", out.status)
+                }
+                _ => format!(
+                    "the sysroot reader {program} failed ({}): {stderr}",
+                    out.status
+                ),
+            }));
+        }
+        let status: OsStatus = serde_json::from_slice(&out.stdout).map_err(|e| {
+            err(format!(
+                "the sysroot reader {program} printed no deployments JSON: {e}"
+            ))
+        })?;
+        Ok(SysrootState {
+            path: path.to_path_buf(),
+            status,
+        })
+    }
 }
+
+#[cfg(test)]
+#[path = "sysroot_tests.rs"]
+mod tests;

@@ -3,8 +3,11 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// One ostree deployment, as rpm-ostree's `Deployments` property or the sysroot describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Serialized: `mco-sysroot-status` hands the sysroot's deployments to `mco-agent status` as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Deployment {
     /// rpm-ostree's id: `<osname>-<checksum>.<serial>`.
     pub id: String,
@@ -91,7 +94,7 @@ pub fn strip_image_transport(reference: &str) -> &str {
 }
 
 /// The deployments of the sysroot, in boot order (index 0 boots next).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct OsStatus {
     pub deployments: Vec<Deployment>,
 }

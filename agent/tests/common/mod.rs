@@ -14,6 +14,19 @@ pub fn agent() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mco-agent"))
 }
 
+/// The `mco-sysroot-status` helper next to the `mco-agent` binary (where `mco-agent status`
+/// looks for it), built by a workspace build (`cargo nextest run --workspace` does).
+pub fn sysroot_reader_bin() -> PathBuf {
+    let agent = Path::new(env!("CARGO_BIN_EXE_mco-agent"));
+    let helper = agent.with_file_name("mco-sysroot-status");
+    assert!(
+        helper.is_file(),
+        "{} is missing: build it with `cargo build -p mco-sysroot-status` (a workspace build does)",
+        helper.display()
+    );
+    helper
+}
+
 /// Runs `mco-agent ARGS...`.
 pub fn run(args: &[&str]) -> Output {
     agent()

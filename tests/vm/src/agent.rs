@@ -27,6 +27,10 @@ const BINARIES: [(&str, &str, &str); 2] = [
     ("mco-firstboot", "libexec", "mco-firstboot.service"),
 ];
 
+/// The sysroot reader `mco-agent status` runs, unit-less: in /usr/local/libexec, where the agent
+/// in /usr/local/bin looks for it (`../libexec/` beside itself), as the RPM's /usr/libexec.
+const SYSROOT_READER: &str = "mco-sysroot-status";
+
 /// Where cargo put the binaries: `$MCO_VM_BIN_DIR`, else `$CARGO_TARGET_DIR/debug`, else
 /// `target/debug` (tests/vm/run.sh builds them before any VM boots).
 pub fn binary_dir() -> PathBuf {
@@ -40,8 +44,8 @@ pub fn binary_dir() -> PathBuf {
 }
 
 impl Vm {
-    /// Installs `mco-agent` and `mco-firstboot` under /usr/local, the units (not enabled) and the
-    /// tmpfiles (applied), then reloads systemd.
+    /// Installs `mco-agent`, `mco-firstboot` and `mco-sysroot-status` under /usr/local, the units
+    /// (not enabled) and the tmpfiles (applied), then reloads systemd.
     pub fn install_agent(&mut self) -> Result<()> {
         self.install_agent_binary("mco-agent")
     }
@@ -59,7 +63,8 @@ impl Vm {
         std::fs::create_dir_all(staging.join("bin"))?;
         std::fs::create_dir_all(staging.join("units"))?;
         let bins = binary_dir();
-        for (name, _, _) in BINARIES {
+        let names = BINARIES.iter().map(|(name, _, _)| *name);
+        for name in names.chain([SYSROOT_READER]) {
             let built = if name == "mco-agent" { agent } else { name };
             let from = bins.join(built);
             ensure!(
@@ -90,7 +95,8 @@ impl Vm {
             ));
         }
         script.push_str(&format!(
-            "install -m644 {GUEST_SHARE}/mco/units/mco-agent.conf /etc/tmpfiles.d/mco-agent.conf\n\
+            "install -D -m755 {GUEST_SHARE}/mco/bin/{SYSROOT_READER} /usr/local/libexec/{SYSROOT_READER}\n\
+             install -m644 {GUEST_SHARE}/mco/units/mco-agent.conf /etc/tmpfiles.d/mco-agent.conf\n\
              systemd-tmpfiles --create /etc/tmpfiles.d/mco-agent.conf\n\
              systemctl daemon-reload\n"
         ));
