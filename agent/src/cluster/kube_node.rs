@@ -7,7 +7,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::utils::ResetTimerBackoff;
@@ -26,6 +25,7 @@ use super::client::client_from_kubeconfig;
 use super::drain::Drainer;
 use super::error::ClusterError;
 use super::events::{self, EventRecorder};
+use super::objects::Node;
 use super::retry::{RetryPolicy, with_retry};
 use super::{ClusterOptions, DrainMode, NodeApi, handshake};
 

@@ -7,6 +7,7 @@
 //! - [`drain`]: agent-driven cordon and drain through the Eviction API; [`DrainMode::Controller`]
 //!   hands draining to a drain controller through `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
+//! - [`objects`]: the Pod and Node as the agent reads them (the fields it uses; read-only).
 //! - [`pool`]: the node's pool, from the MachineConfigPools selecting it or its role labels.
 //! - [`mcn`]: the node's MachineConfigNode, its conditions moved at each step of an update.
 //! - [`policy_watch`]: `MachineConfiguration/cluster` followed through a watch, and the MCD's
@@ -26,6 +27,7 @@ mod handshake;
 mod kube_mcn;
 mod kube_node;
 pub mod mcn;
+pub mod objects;
 pub mod policy_watch;
 pub mod pool;
 pub mod retry;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::cluster::objects::Pod;
 use kube::api::{Api, ListParams};
 use kube::core::Status;
 use serde_json::json;

@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::error::{BlockedPod, ClusterError, DrainError};
+use super::objects::{Node, Pod};
 use super::retry::{RetryPolicy, with_retry};
 use evict::Target;
 use pods::Disposition;

@@ -1,0 +1,97 @@
+//! The core/v1 Pod and Node as the agent reads them: the object's metadata and only the spec
+//! and status fields the agent looks at; serde skips the rest of the JSON.
+//!
+//! Why not k8s-openapi's `Pod` and `Node`: their deserializers cover every field of the API
+//! (volume sources, probes, affinity, container statuses, node conditions and images...), and
+//! each is compiled into the agent for a list, a watch or a patch's answer whose other fields
+//! it never reads (about 330 KB of the release binary; docs/benchmarks.md, "Size").
+//!
+//! These types are read-only on purpose: they implement `Deserialize` but not `Serialize`, so
+//! kube's `Api::replace`/`create` do not accept them and a slim object can never be written
+//! back (a PUT of one would drop every field it does not hold). The agent changes a Node with
+//! merge patches and evicts pods through the Eviction subresource only.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// `k8s_openapi::Resource` and `Metadata` (hence `kube::Resource`) for a core/v1 type, so
+/// `Api<T>` lists, gets, watches and patches it at the same paths as k8s-openapi's type.
+macro_rules! core_v1_resource {
+    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = "v1";
+            const GROUP: &'static str = "";
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = "v1";
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = $scope;
+        }
+
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = ObjectMeta;
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+/// A Pod as the drain reads it (see [`crate::cluster::drain::pods`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Pod {
+    /// Name, namespace, uid, annotations (mirror pods), ownerReferences (DaemonSets),
+    /// deletionTimestamp and finalizers.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<PodSpec>,
+    pub status: Option<PodStatus>,
+}
+
+/// `spec` of a [`Pod`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodSpec {
+    pub volumes: Option<Vec<Volume>>,
+}
+
+/// One of a pod's volumes: only whether it is an emptyDir (its data is lost with the pod).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Volume {
+    /// Present (any content) when the volume is an emptyDir; `null` counts as absent, as it
+    /// does for k8s-openapi's `Option<EmptyDirVolumeSource>`.
+    #[serde(rename = "emptyDir")]
+    pub empty_dir: Option<IgnoredAny>,
+}
+
+/// `status` of a [`Pod`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
+    pub phase: Option<String>,
+}
+
+core_v1_resource!(Pod, "Pod", "pods", k8s_openapi::NamespaceResourceScope);
+
+/// A Node as the agent reads it: its annotations (the MCD protocol), labels (the pool), uid
+/// (events) and whether it is cordoned.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Node {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<NodeSpec>,
+}
+
+/// `spec` of a [`Node`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NodeSpec {
+    pub unschedulable: Option<bool>,
+}
+
+core_v1_resource!(Node, "Node", "nodes", k8s_openapi::ClusterResourceScope);
+
+#[cfg(test)]
+#[path = "objects_tests.rs"]
+mod tests;
