@@ -11,6 +11,7 @@
 //!    - [`failpoints`]: crash and failure injection (feature `failpoints`).
 //!    - [`logging`]: journald or stderr logging, set up once per binary.
 //!    - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
+//!    - [`idle_pages`]: the executable's pages handed back to the kernel while the daemon idles.
 //! 1. Files of a root
 //!    - [`apply`]: applying a current→desired config change to a root (files, units, backups,
 //!      SSH keys, password), validated and decoded before the disk is touched.
@@ -45,6 +46,7 @@
 
 // 0. Foundations
 pub mod failpoints;
+pub mod idle_pages;
 pub mod logging;
 pub mod notify;
 pub mod rootfs;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// under all of them).
 const LAYERS: &[(&str, u8)] = &[
     ("failpoints", 0),
+    ("idle_pages", 0),
     ("logging", 0),
     ("notify", 0),
     ("rootfs", 0),

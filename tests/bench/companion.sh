@@ -10,7 +10,7 @@
 # processes on the machine hits both alike; the summary gives medians over the rounds.
 #
 # Needs root (nginx runs from a temp prefix on a high port; no system service is touched),
-# nginx-light, wrk, curl, openssl (tests/setup.sh installs them). Builds mco-companion --release.
+# nginx-light, wrk, curl, openssl (tests/setup.sh installs them). Builds mco-companion with its `server` profile.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,8 +24,9 @@ for tool in nginx wrk curl openssl; do
   command -v "$tool" >/dev/null || { echo "bench: $tool missing; run tests/setup.sh" >&2; exit 1; }
 done
 
-cargo build --release -q -p mco-companion
-companion_bin=$PWD/target/release/mco-companion
+# the companion's own profile (Cargo.toml: its panics unwind), as it is deployed
+cargo build --profile server -q -p mco-companion
+companion_bin=${CARGO_TARGET_DIR:-$PWD/target}/server/mco-companion
 
 work=$(mktemp -d /tmp/mco-companion-bench.XXXXXX)
 pids=()

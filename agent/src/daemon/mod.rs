@@ -54,6 +54,9 @@ use crate::engine::Engine;
 
 /// How often the force file is looked for.
 const FORCE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+/// How long the daemon is quiet (no desired config, retry, drift or forced update handled)
+/// before it hands its executable's pages back to the kernel ([`crate::idle_pages`]).
+const IDLE_RELEASE_AFTER: Duration = Duration::from_secs(10);
 
 /// How long an update may go without reaching a step before systemd's watchdog restarts the
 /// agent (the MCD gives a drain an hour before it reports it failed; an update resumes from its
@@ -210,11 +213,21 @@ impl Daemon {
             DesiredFeed::Poll(every) => Some(tokio::time::interval(*every)),
             DesiredFeed::Cluster(_) => None,
         };
+        // Start-up itself was work: release once it has been quiet for a while.
+        let mut release_at = Some(Instant::now() + IDLE_RELEASE_AFTER);
         loop {
             crate::notify::watchdog_ping();
             let retry_at = self.retry_at;
+            let mut worked = true;
             tokio::select! {
-                _ = async { watchdog.as_mut().expect("watchdog interval").tick().await }, if watchdog.is_some() => {}
+                _ = async { watchdog.as_mut().expect("watchdog interval").tick().await }, if watchdog.is_some() => {
+                    worked = false;
+                }
+                _ = sleep_until(release_at), if release_at.is_some() => {
+                    worked = false;
+                    release_at = None;
+                    release_idle_pages();
+                }
                 _ = term.recv() => break,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
@@ -244,14 +257,17 @@ impl Daemon {
                 }
                 _ = force_check.tick() => {
                     // (A failed forced update waits for its backoff like any other.)
-                    if self.retry_at.is_none()
+                    worked = self.retry_at.is_none()
                         && self.parked != Some(Parked::Rebooting)
-                        && self.engine.force_file_present().unwrap_or(false)
-                    {
+                        && self.engine.force_file_present().unwrap_or(false);
+                    if worked {
                         tracing::info!("{} present: re-applying", machine_config::mco::paths::FORCE_FILE);
                         self.watched_sync(true).await;
                     }
                 }
+            }
+            if worked {
+                release_at = Some(Instant::now() + IDLE_RELEASE_AFTER);
             }
         }
         tracing::info!("stopping");
@@ -270,6 +286,18 @@ impl Daemon {
         let delay = self.backoff.next_delay();
         tracing::info!(retry_in = ?delay, "will retry");
         self.retry_at = Some(Instant::now() + delay);
+    }
+}
+
+/// See [`crate::idle_pages`]; a failure costs only memory, so it is logged and the daemon goes on.
+fn release_idle_pages() {
+    match crate::idle_pages::release_executable_pages() {
+        Ok(released) => tracing::debug!(
+            mappings = released.mappings,
+            bytes = released.bytes,
+            "idle: executable pages handed back to the kernel"
+        ),
+        Err(e) => tracing::debug!(error = %e, "idle: could not hand the executable's pages back"),
     }
 }
 
