@@ -58,10 +58,12 @@ pub fn of_update(log: &str, set: SystemTime, seen: SystemTime) -> Result<Vec<Dur
 }
 
 /// The time at the start of a log line (`tracing_subscriber`'s RFC 3339 UTC stamp, maybe in
-/// ANSI colour codes).
+/// ANSI colour codes, whose own digits, as in `ESC[2m`, are not the stamp's).
 fn timestamp(line: &str) -> Option<SystemTime> {
-    let start = line.find(|c: char| c.is_ascii_digit())?;
-    let rest = &line[start..];
+    let mut rest = line;
+    while let Some(after) = rest.strip_prefix("\x1b[") {
+        rest = &after[after.find(|c: char| c.is_ascii_alphabetic())? + 1..];
+    }
     let end = rest.find('Z')? + 1;
     let ts: jiff::Timestamp = rest[..end].parse().ok()?;
     Some(SystemTime::from(ts))
