@@ -168,26 +168,54 @@ pub fn pool_image(
     }
 }
 
-macro_rules! resource {
-    ($ty:ty, $kind:literal, $plural:literal) => {
+/// `k8s_openapi::Resource` and `Metadata` (hence `kube::Resource`) for a type with a
+/// `metadata: ObjectMeta` field: `api_resource!(Type, group, apiVersion, version, "Kind",
+/// "plural", scope)` (the core group is `""`, its apiVersion `"v1"`). Used for the MCO's own types here and for slim copies of core types elsewhere
+/// (the agent's Pod and Node), so `Api<T>` uses the same paths as the API server's type.
+#[macro_export]
+macro_rules! api_resource {
+    (
+        $ty:ty,
+        $group:expr,
+        $api_version:expr,
+        $version:literal,
+        $kind:literal,
+        $plural:literal,
+        $scope:ty
+    ) => {
         impl k8s_openapi::Resource for $ty {
-            const API_VERSION: &'static str = API_VERSION;
-            const GROUP: &'static str = GROUP;
+            const API_VERSION: &'static str = $api_version;
+            const GROUP: &'static str = $group;
             const KIND: &'static str = $kind;
-            const VERSION: &'static str = "v1";
+            const VERSION: &'static str = $version;
             const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = k8s_openapi::ClusterResourceScope;
+            type Scope = $scope;
         }
 
         impl k8s_openapi::Metadata for $ty {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+            fn metadata(&self) -> &Self::Ty {
                 &self.metadata
             }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
                 &mut self.metadata
             }
         }
+    };
+}
+
+/// [`api_resource!`] for a cluster-scoped type of the MCO's group.
+macro_rules! resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        $crate::api_resource!(
+            $ty,
+            GROUP,
+            API_VERSION,
+            "v1",
+            $kind,
+            $plural,
+            k8s_openapi::ClusterResourceScope
+        );
     };
 }
 

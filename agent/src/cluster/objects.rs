@@ -15,31 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-/// `k8s_openapi::Resource` and `Metadata` (hence `kube::Resource`) for a core/v1 type, so
-/// `Api<T>` lists, gets, watches and patches it at the same paths as k8s-openapi's type.
-macro_rules! core_v1_resource {
-    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
-        impl k8s_openapi::Resource for $ty {
-            const API_VERSION: &'static str = "v1";
-            const GROUP: &'static str = "";
-            const KIND: &'static str = $kind;
-            const VERSION: &'static str = "v1";
-            const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = $scope;
-        }
-
-        impl k8s_openapi::Metadata for $ty {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
 /// A Pod as the drain reads it (see [`crate::cluster::drain::pods`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Pod {
@@ -73,7 +48,16 @@ pub struct PodStatus {
     pub phase: Option<String>,
 }
 
-core_v1_resource!(Pod, "Pod", "pods", k8s_openapi::NamespaceResourceScope);
+// Same paths, kind and scope as k8s-openapi's types, so `Api<Pod>` lists, gets and watches them.
+machine_config::api_resource!(
+    Pod,
+    "",
+    "v1",
+    "v1",
+    "Pod",
+    "pods",
+    k8s_openapi::NamespaceResourceScope
+);
 
 /// A Node as the agent reads it: its annotations (the MCD protocol), labels (the pool), uid
 /// (events) and whether it is cordoned.
@@ -90,7 +74,15 @@ pub struct NodeSpec {
     pub unschedulable: Option<bool>,
 }
 
-core_v1_resource!(Node, "Node", "nodes", k8s_openapi::ClusterResourceScope);
+machine_config::api_resource!(
+    Node,
+    "",
+    "v1",
+    "v1",
+    "Node",
+    "nodes",
+    k8s_openapi::ClusterResourceScope
+);
 
 #[cfg(test)]
 #[path = "objects_tests.rs"]
