@@ -29,7 +29,8 @@ pub struct Released {
 
 /// Advises the kernel to reclaim the resident pages of the running executable's read-only
 /// mappings (code, constants). The error says what could not be read or advised.
-// The one `unsafe` of the agent: madvise takes a raw address range (see the SAFETY note).
+// One of the agent's two `unsafe` places (the other: `input::mapped`): madvise takes a raw
+// address range (see the SAFETY note).
 #[allow(unsafe_code)]
 pub fn release_executable_pages() -> io::Result<Released> {
     let exe = std::fs::read_link("/proc/self/exe")?;

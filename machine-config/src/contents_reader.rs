@@ -168,7 +168,7 @@ struct Base64Pieces<'a> {
 impl<'a> Base64Pieces<'a> {
     /// The data at `start` of `text` (a `data:` URL, its data after the comma).
     fn new(text: Cow<'a, str>, start: usize) -> Self {
-        let line_feeds = text.as_bytes()[start..].contains(&b'\n');
+        let line_feeds = memchr::memchr(b'\n', &text.as_bytes()[start..]).is_some();
         Base64Pieces {
             text,
             at_text: start,
@@ -231,9 +231,10 @@ impl<'a> Base64Pieces<'a> {
         };
         self.at_text += taken;
         // Padding ends the data: in a piece that is not the last it is an error, as it is in
-        // the whole data.
+        // the whole data. Only a piece's last quantum can pass its own decode with padding (a
+        // `=` anywhere before it fails that decode), so only that is looked at.
         let last = rest[taken..].iter().all(|b| *b == b'\n');
-        if !last && piece.contains(&b'=') {
+        if !last && piece.iter().rev().take(2).any(|b| *b == b'=') {
             return Err(invalid("base64 padding before the end of the data"));
         }
         self.decoded.clear();

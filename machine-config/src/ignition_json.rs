@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ParseError;
 use crate::ignition::ParsedConfig;
-use crate::source::{Source, SourceFile, SourceTable};
+use crate::source::{DocumentText, Source, SourceFile, SourceTable};
 
 /// The key whose string values are sources.
 const SOURCE_KEY: &str = "source";
@@ -112,11 +112,14 @@ impl From<Value> for IgnitionJson {
 
 /// Reads a JSON document, each `source` string becoming an entry of the returned table (a span
 /// of `text` when it needed no unescaping), and the value holding its index.
-pub fn parse_json_document(text: &Arc<String>) -> Result<(Value, SourceTable), ParseError> {
+pub fn parse_json_document(
+    text: impl Into<DocumentText>,
+) -> Result<(Value, SourceTable), ParseError> {
+    let text = text.into();
     let mut sources = Vec::new();
     let mut de = serde_json::Deserializer::from_str(text.as_str());
     let value = Seed {
-        store: Store::Text(text),
+        store: Store::Text(&text),
         sources: &mut sources,
         source: false,
     }
@@ -163,7 +166,7 @@ enum Store<'d> {
     /// Nowhere the source can refer to: each is copied.
     None,
     /// A text in memory the deserializer lends slices of.
-    Text(&'d Arc<String>),
+    Text(&'d DocumentText),
     /// A file, and how far the parser has read in it.
     File(&'d Arc<SourceFile>, &'d Cell<u64>),
 }
@@ -391,7 +394,7 @@ impl Seed<'_, '_> {
         let Store::Text(doc) = self.store else {
             return None;
         };
-        let start = (s.as_ptr() as usize).checked_sub(doc.as_ptr() as usize)?;
+        let start = (s.as_ptr() as usize).checked_sub(doc.as_str().as_ptr() as usize)?;
         Source::span(doc, start..start + s.len())
     }
 
@@ -532,8 +535,8 @@ mod tests {
 
     #[test]
     fn a_document_lends_its_sources_and_serializes_as_given() {
-        let text = Arc::new(DOC.to_string());
-        let (value, sources) = parse_json_document(&text).unwrap();
+        let text = DocumentText::from(DOC.to_string());
+        let (value, sources) = parse_json_document(text.clone()).unwrap();
         assert_eq!(sources.len(), 3);
         assert_eq!(value["storage"]["files"][0]["contents"]["source"], "1");
         let ign = IgnitionJson::from_parts(value, sources);
@@ -558,6 +561,7 @@ mod tests {
         let std::borrow::Cow::Borrowed(a) = a else {
             panic!("a copy")
         };
+        let text = text.as_str();
         let start = a.as_ptr() as usize - text.as_ptr() as usize;
         assert_eq!(&text[start..start + a.len()], "data:,a");
     }

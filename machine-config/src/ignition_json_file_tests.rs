@@ -59,7 +59,7 @@ fn unescaped_sources_stay_in_the_file_and_escaped_ones_are_copied() {
         let tmp = TempFile::new(name, &bytes);
         let file = SourceFile::open(&tmp.0).unwrap();
         let (value, sources) = parse_json_file(&file, offset).unwrap();
-        let (plain_value, plain_sources) = parse_json_document(&Arc::new(doc.clone())).unwrap();
+        let (plain_value, plain_sources) = parse_json_document(doc.clone()).unwrap();
         let ign = IgnitionJson::from_parts(value.clone(), sources.clone());
         let plain = IgnitionJson::from_parts(plain_value, plain_sources);
         assert_eq!(ign, plain, "{name}");
@@ -156,7 +156,7 @@ fn syntax_errors_are_the_in_memory_parser_s() {
         let tmp = TempFile::new("syntax", doc.as_bytes());
         let file = SourceFile::open(&tmp.0).unwrap();
         let streamed = parse_json_file(&file, 0).unwrap_err().to_string();
-        let in_memory = parse_json_document(&Arc::new(doc.to_string()))
+        let in_memory = parse_json_document(doc.to_string())
             .unwrap_err()
             .to_string();
         assert_eq!(streamed, in_memory, "{doc}");

@@ -34,6 +34,30 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Clone)]
 pub struct Source(Repr);
 
+/// The text of a JSON document read in memory, shared by the sources that are spans of it: a
+/// `String` (read from a file, or a server's answer), or anything else that holds UTF-8 text
+/// for as long as it lives (the agent maps a large config file instead of copying it).
+#[derive(Clone)]
+pub struct DocumentText(Arc<dyn AsRef<str> + Send + Sync>);
+
+impl DocumentText {
+    /// Shares `text`.
+    pub fn new(text: impl AsRef<str> + Send + Sync + 'static) -> Self {
+        DocumentText(Arc::new(text))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        (*self.0).as_ref()
+    }
+}
+
+impl From<String> for DocumentText {
+    fn from(text: String) -> Self {
+        DocumentText::new(text)
+    }
+}
+
 #[derive(Clone)]
 enum Repr {
     /// A string of its own.
@@ -41,7 +65,7 @@ enum Repr {
     /// A span of a document's text. The span holds a JSON string's contents that needed no
     /// unescaping, so the text *is* the value.
     Span {
-        doc: Arc<String>,
+        doc: DocumentText,
         range: Range<usize>,
     },
     /// A span of a file, read when used; as for `Span`, the bytes are the value.
@@ -53,10 +77,10 @@ enum Repr {
 
 impl Source {
     /// A source spanning `range` of `doc`; `None` when the range is not a `str` boundary span.
-    pub(crate) fn span(doc: &Arc<String>, range: Range<usize>) -> Option<Self> {
-        doc.get(range.clone())?;
+    pub(crate) fn span(doc: &DocumentText, range: Range<usize>) -> Option<Self> {
+        doc.as_str().get(range.clone())?;
         Some(Source(Repr::Span {
-            doc: Arc::clone(doc),
+            doc: doc.clone(),
             range,
         }))
     }
@@ -75,7 +99,7 @@ impl Source {
     pub fn text(&self) -> io::Result<Cow<'_, str>> {
         match &self.0 {
             Repr::Owned(s) => Ok(Cow::Borrowed(s)),
-            Repr::Span { doc, range } => Ok(Cow::Borrowed(&doc[range.clone()])),
+            Repr::Span { doc, range } => Ok(Cow::Borrowed(&doc.as_str()[range.clone()])),
             Repr::Stored { file, range } => file.read_str(range.clone()).map(Cow::Owned),
         }
     }
@@ -473,7 +497,7 @@ mod tests {
 
     #[test]
     fn a_span_is_the_text_it_covers_and_compares_by_contents() {
-        let doc = Arc::new(String::from(r#"{"source":"data:,a"}"#));
+        let doc = DocumentText::from(String::from(r#"{"source":"data:,a"}"#));
         let span = Source::span(&doc, 11..18).unwrap();
         assert_eq!(span.text().unwrap(), "data:,a");
         assert_eq!(span, Source::from("data:,a"));

@@ -4,6 +4,7 @@
 //! carries, read by [`served`]), the MachineConfig recorded in a root (`currentconfig`), and a
 //! policy file ([`policy`]).
 
+mod mapped;
 pub mod policy;
 pub mod served;
 pub mod spill;
@@ -16,7 +17,7 @@ use machine_config::document::parse_value;
 use machine_config::ignition_json::{parse_json_document, parse_json_file};
 use machine_config::mco::image::{embed_image, extract_image};
 use machine_config::mco::paths::{CURRENT_CONFIG, CURRENT_IMAGE, SERVED_CONTENT};
-use machine_config::source::SourceFile;
+use machine_config::source::{DocumentText, SourceFile};
 use machine_config::{
     Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
 };
@@ -135,9 +136,23 @@ impl LoadedConfig {
 
     /// Reads the file at `path` whole and parses it in place: each source a span of the text,
     /// which is held as long as the config is. Faster than [`Self::read`] (the parse is not a
-    /// byte at a time), for a command that is done once the config is checked.
+    /// byte at a time), for a command that is done once the config is checked. A large JSON
+    /// file is mapped rather than copied (see [`mapped`]: it must not be rewritten in place
+    /// meanwhile).
     pub fn read_whole(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let reading = || format!("reading {}", path.display());
+        let mut file = std::fs::File::open(path).with_context(reading)?;
+        if let Some(text) = mapped::MappedJson::map(&file) {
+            let (value, sources) = parse_json_document(DocumentText::new(text))
+                .with_context(|| format!("{}", path.display()))?;
+            return Self::from_document(path, value, sources, None)
+                .with_context(|| format!("{}", path.display()));
+        }
+        // Sized as the file says when it can be (as `std::fs::read` does).
+        let size = file.metadata().map_or(0, |m| m.len());
+        let mut bytes = Vec::new();
+        let _ = bytes.try_reserve_exact(usize::try_from(size).unwrap_or(0));
+        std::io::Read::read_to_end(&mut file, &mut bytes).with_context(reading)?;
         Self::from_vec(path, bytes).with_context(|| format!("{}", path.display()))
     }
 
@@ -198,7 +213,7 @@ fn read_document(mut bytes: Vec<u8>) -> Result<(Value, SourceTable)> {
     let json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     if json {
         match String::from_utf8(bytes) {
-            Ok(text) => return Ok(parse_json_document(&Arc::new(text))?),
+            Ok(text) => return Ok(parse_json_document(text)?),
             Err(e) => bytes = e.into_bytes(),
         }
     }
@@ -260,7 +275,7 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
             };
             let text = String::from_utf8(bytes)
                 .with_context(|| format!("{}: invalid JSON", host_path.display()))?;
-            parse_json_document(&Arc::new(text))
+            parse_json_document(text)
                 .with_context(|| format!("{}: invalid JSON", host_path.display()))?
         }
     };
@@ -339,6 +354,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("$: neither a MachineConfig"), "{e}");
+    }
+
+    /// A config large enough to be mapped reads as the streamed read gives it; a malformed one
+    /// fails as a small one does, naming the file and where.
+    #[test]
+    fn a_mapped_config_reads_as_a_read_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "A".repeat(mapped::MAP_AT_LEAST as usize);
+        let doc = format!(
+            r#"{{"ignition":{{"version":"3.4.0"}},"storage":{{"files":[{{"path":"/etc/big","contents":{{"source":"data:;base64,{big}"}}}}]}}}}"#
+        );
+        let path = dir.path().join("big.ign");
+        std::fs::write(&path, format!("\u{FEFF}{doc}")).unwrap();
+        let mapped = LoadedConfig::read_whole(&path).unwrap();
+        let streamed = LoadedConfig::read(&path).unwrap();
+        assert_eq!(mapped.machine_config, streamed.machine_config);
+        assert_eq!(mapped.machine_config.name(), "big");
+        assert_eq!(
+            mapped.ignition.storage.files[0]
+                .decoded_contents()
+                .unwrap()
+                .len(),
+            big.len() / 4 * 3
+        );
+        // Cut short: the parse's error, naming the file, as for a small file.
+        let broken = dir.path().join("broken.ign");
+        std::fs::write(&broken, &doc[..doc.len() - 3]).unwrap();
+        let small = dir.path().join("small.ign");
+        let small_doc = doc.replace(&big, "QUFB");
+        std::fs::write(&small, &small_doc[..small_doc.len() - 3]).unwrap();
+        let error = |p: &Path| format!("{:#}", LoadedConfig::read_whole(p).unwrap_err());
+        let (broken_error, small_error) = (error(&broken), error(&small));
+        assert!(
+            broken_error.starts_with(&broken.display().to_string()),
+            "{broken_error}"
+        );
+        assert!(
+            small_error.starts_with(&small.display().to_string()),
+            "{small_error}"
+        );
+        let tail = |e: &str| {
+            e.rsplit(": ")
+                .next()
+                .unwrap()
+                .split(" at ")
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(tail(&broken_error), tail(&small_error));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! the temp files have names of their own (module `temp`), so that those a killed writer leaves are
 //! found and removed.
 
+mod dir_cache;
 mod error;
 mod labels;
 mod resolve;
@@ -26,6 +27,7 @@ use cap_std_ext::cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+pub use dir_cache::ParentDirs;
 pub use error::{RootError, go_error_text};
 pub use labels::FileLabels;
 use temp::create_with_temp_name;
@@ -194,26 +196,7 @@ impl Root {
             .parent_optional(path)
             .map_err(|e| e.with_op("lstat"))?
             .ok_or_else(|| RootError::io("lstat", path, Errno::NOENT))?;
-        let flags =
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        match rustix::fs::openat(&parent, name, flags, Mode::empty()) {
-            Ok(fd) => {
-                let st = rustix::fs::fstat(&fd).map_err(|e| RootError::io("lstat", path, e))?;
-                let info = FileInfo::from_stat(&st);
-                if info.kind == FileKind::File {
-                    Ok(Opened::File(File::from(fd), info))
-                } else {
-                    Ok(Opened::NotRegular(info))
-                }
-            }
-            Err(Errno::LOOP) => {
-                let st = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|e| RootError::io("lstat", path, e))?;
-                Ok(Opened::NotRegular(FileInfo::from_stat(&st)))
-            }
-            Err(Errno::NOENT) => Err(RootError::io("lstat", path, Errno::NOENT)),
-            Err(e) => Err(RootError::io("open", path, e)),
-        }
+        open_nofollow_in(parent.as_fd(), name, path)
     }
 
     /// Reads the regular file `path`, following symlinks (also a final one) inside the root.
@@ -579,6 +562,34 @@ impl Root {
             }
         }
         Err(RootError::io("open", path, Errno::LOOP))
+    }
+}
+
+/// [`Root::open_nofollow`] of `name` in the directory `parent` (`path` names it in errors).
+fn open_nofollow_in(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &OsStr,
+    path: &Path,
+) -> Result<Opened, RootError> {
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        Ok(fd) => {
+            let st = rustix::fs::fstat(&fd).map_err(|e| RootError::io("lstat", path, e))?;
+            let info = FileInfo::from_stat(&st);
+            if info.kind == FileKind::File {
+                Ok(Opened::File(File::from(fd), info))
+            } else {
+                Ok(Opened::NotRegular(info))
+            }
+        }
+        Err(Errno::LOOP) => {
+            let st = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| RootError::io("lstat", path, e))?;
+            Ok(Opened::NotRegular(FileInfo::from_stat(&st)))
+        }
+        Err(Errno::NOENT) => Err(RootError::io("lstat", path, Errno::NOENT)),
+        Err(e) => Err(RootError::io("open", path, e)),
     }
 }
 

@@ -21,7 +21,7 @@ use machine_config::{Config, ContentsReader, File, Unit};
 use sha2::{Digest as _, Sha256};
 
 use crate::rootfs::accounts::Accounts;
-use crate::rootfs::{FileKind, Opened, Owner, Root, RootError, go_error_text};
+use crate::rootfs::{FileKind, Opened, Owner, ParentDirs, Root, RootError, go_error_text};
 use crate::units::{OfflineUnits, SYSTEM_UNIT_DIR, UnitFileState};
 
 pub use gofmt::{go_file_mode, go_mode_triple, go_quote};
@@ -127,7 +127,7 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
         .min(bytes / BYTES_PER_THREAD)
         .min(files.len())
         .max(1);
-    let check_one = |file: &File, buffers: &mut CompareBuffers, out: &mut Vec<Mismatch>| {
+    let check_one = |file: &File, buffers: &mut WorkerScratch, out: &mut Vec<Mismatch>| {
         if SKIPPED_FILES.contains(&file.path.as_str()) {
             tracing::debug!(path = %file.path, "skipping file owned by the certificate writer");
             return;
@@ -135,7 +135,7 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
         check_config_file(check, file, buffers, out);
     };
     if threads == 1 {
-        let (mut out, mut buffers) = (Vec::new(), CompareBuffers::default());
+        let (mut out, mut buffers) = (Vec::new(), WorkerScratch::default());
         files
             .iter()
             .for_each(|f| check_one(f, &mut buffers, &mut out));
@@ -144,7 +144,7 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || {
         let mut found: Vec<(usize, Vec<Mismatch>)> = Vec::new();
-        let mut buffers = CompareBuffers::default();
+        let mut buffers = WorkerScratch::default();
         loop {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(file) = files.get(i) else {
@@ -174,7 +174,7 @@ fn check_files(check: &Check<'_>, files: &[File]) -> Vec<Mismatch> {
 fn check_config_file(
     check: &Check<'_>,
     file: &File,
-    buffers: &mut CompareBuffers,
+    buffers: &mut WorkerScratch,
     out: &mut Vec<Mismatch>,
 ) {
     let mode = file.mode_or_default();
@@ -495,10 +495,17 @@ fn matches_streaming(
     root: &Root,
     file: &File,
     mode: u32,
-    buffers: &mut CompareBuffers,
+    buffers: &mut WorkerScratch,
 ) -> Option<Owner> {
     let mut expected = ContentsReader::new(file)?;
-    let Ok(Opened::File(mut on_disk, info)) = root.open_nofollow(Path::new(&file.path)) else {
+    let WorkerScratch {
+        disk_buf,
+        want_buf,
+        dirs,
+    } = buffers;
+    let Ok(Opened::File(mut on_disk, info)) =
+        root.open_nofollow_cached(dirs, Path::new(&file.path))
+    else {
         return None;
     };
     if go_file_mode(info.mode) != mode {
@@ -507,7 +514,6 @@ fn matches_streaming(
     if expected.decoded_len().is_some_and(|len| len != info.size) {
         return None;
     }
-    let CompareBuffers { disk_buf, want_buf } = buffers;
     loop {
         let n = read_full(&mut on_disk, disk_buf).ok()?;
         let m = read_full(&mut expected, &mut want_buf[..n.max(1)]).ok()?;
@@ -524,19 +530,22 @@ fn matches_streaming(
 /// Bytes compared per step.
 const COMPARE_CHUNK: usize = 64 * 1024;
 
-/// The two buffers [`matches_streaming`] compares in, one pair per worker for all its files:
-/// allocating and zeroing 128 KiB for each of hundreds of small files cost more than reading
-/// them.
-struct CompareBuffers {
+/// What a worker keeps for all its files: the two buffers [`matches_streaming`] compares in
+/// (allocating and zeroing 128 KiB for each of hundreds of small files cost more than reading
+/// them), and the directories it opened files in (resolving each path from the root again cost
+/// more than reading the files too).
+struct WorkerScratch {
     disk_buf: Vec<u8>,
     want_buf: Vec<u8>,
+    dirs: ParentDirs,
 }
 
-impl Default for CompareBuffers {
+impl Default for WorkerScratch {
     fn default() -> Self {
-        CompareBuffers {
+        WorkerScratch {
             disk_buf: vec![0u8; COMPARE_CHUNK],
             want_buf: vec![0u8; COMPARE_CHUNK],
+            dirs: ParentDirs::default(),
         }
     }
 }
