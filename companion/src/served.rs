@@ -98,7 +98,11 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
             name: name.clone(),
             source,
         })?;
-    Ok(Bytes::from(served.to_string()))
+    // Exactly sized: a body grown by doubling keeps up to twice its length allocated, and the
+    // cache keeps every byte of that for as long as it holds the body.
+    let mut body = served.to_string().into_bytes();
+    body.shrink_to_fit();
+    Ok(Bytes::from(body))
 }
 
 fn indented(value: &impl Serialize) -> Vec<u8> {
@@ -137,8 +141,15 @@ fn append_file(config: &mut Value, path: &str, contents: &[u8], mode: u32) {
 }
 
 /// Response bodies by (rendered config name, spec). Rendered names are content hashes, so an
-/// entry never goes stale; the oldest entries leave once [`ServeCache::CAPACITY`] is reached, and
+/// entry never goes stale. The cache holds at most [`ServeCache::BUDGET_BYTES`] of bodies (and
+/// always the last one built): the least recently served leave first, and
 /// [`ServeCache::retain`] drops names no longer in use.
+///
+/// What is served at a time is a pool's current config to the machines booting into it and, in a
+/// rollout, its new config to the nodes updating: a few bodies per pool, each served to many
+/// clients. Rebuilding one that left costs a few milliseconds; keeping every body ever built (a
+/// count bound let 25 of them, 2 MiB each, stay) cost the companion most of its memory at scale
+/// (docs/benchmarks.md, "A 1,000-node pool").
 #[derive(Debug, Default)]
 pub struct ServeCache {
     inner: Mutex<CacheInner>,
@@ -147,12 +158,31 @@ pub struct ServeCache {
 #[derive(Debug, Default)]
 struct CacheInner {
     bodies: HashMap<(String, SpecVersion), Bytes>,
+    /// Keys from the least to the most recently served.
     order: VecDeque<(String, SpecVersion)>,
+    /// The bodies' bytes.
+    bytes: usize,
+}
+
+impl CacheInner {
+    /// Marks `key` (cached) as just served.
+    fn touch(&mut self, key: &(String, SpecVersion)) {
+        if let Some(at) = self.order.iter().position(|k| k == key) {
+            let key = self.order.remove(at).unwrap_or_else(|| key.clone());
+            self.order.push_back(key);
+        }
+    }
+
+    fn remove(&mut self, key: &(String, SpecVersion)) {
+        if let Some(body) = self.bodies.remove(key) {
+            self.bytes -= body.len();
+        }
+    }
 }
 
 impl ServeCache {
-    /// Bodies kept at most (a few pools × seven specs × a few generations).
-    pub const CAPACITY: usize = 128;
+    /// Bytes of bodies kept at most: a few pools' configs of a few MiB each, in one or two specs.
+    pub const BUDGET_BYTES: usize = 16 << 20;
 
     /// The cached body, or builds, stores and returns it.
     pub fn get_or_build(
@@ -161,17 +191,24 @@ impl ServeCache {
         spec: SpecVersion,
     ) -> Result<Bytes, ServeBuildError> {
         let key = (rendered.name().to_string(), spec);
-        if let Some(body) = self.lock().bodies.get(&key) {
-            return Ok(body.clone());
+        {
+            let mut inner = self.lock();
+            if let Some(body) = inner.bodies.get(&key).cloned() {
+                inner.touch(&key);
+                return Ok(body);
+            }
         }
         let body = build(rendered, spec)?;
         let mut inner = self.lock();
-        if inner.bodies.insert(key.clone(), body.clone()).is_none() {
-            inner.order.push_back(key);
-        }
-        while inner.order.len() > Self::CAPACITY {
+        // Another request may have built it meanwhile: keep one.
+        inner.remove(&key);
+        inner.order.retain(|k| k != &key);
+        inner.bytes += body.len();
+        inner.bodies.insert(key.clone(), body.clone());
+        inner.order.push_back(key);
+        while inner.bytes > Self::BUDGET_BYTES && inner.order.len() > 1 {
             if let Some(oldest) = inner.order.pop_front() {
-                inner.bodies.remove(&oldest);
+                inner.remove(&oldest);
             }
         }
         Ok(body)
@@ -182,6 +219,12 @@ impl ServeCache {
         let mut inner = self.lock();
         inner.bodies.retain(|(name, _), _| keep(name));
         inner.order.retain(|(name, _)| keep(name));
+        inner.bytes = inner.bodies.values().map(Bytes::len).sum();
+    }
+
+    /// Bytes of the cached bodies.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// Number of cached bodies.

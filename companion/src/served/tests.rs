@@ -169,12 +169,49 @@ fn cache_builds_once_per_name_and_spec() {
 }
 
 #[test]
-fn cache_is_bounded() {
+fn cache_is_bounded_by_bytes_and_keeps_what_is_served() {
     let cache = ServeCache::default();
-    let mut mc = rendered(json!({}));
-    for i in 0..(ServeCache::CAPACITY + 5) {
-        mc.metadata.name = Some(format!("rendered-worker-{i}"));
-        cache.get_or_build(&mc, SpecVersion::V3_5).unwrap();
+    // A config whose body is about 1 MiB, under names of its own.
+    let big = format!("data:;base64,{}", "QUFB".repeat(256 * 1024 / 3 * 4));
+    let with_name = |name: &str| {
+        let mut mc = rendered(json!({"storage": {"files": [
+            {"path": "/etc/big", "contents": {"source": big}}]}}));
+        mc.metadata.name = Some(name.to_string());
+        mc
+    };
+    let hot = with_name("rendered-worker-hot");
+    let hot_body = cache.get_or_build(&hot, SpecVersion::V3_5).unwrap();
+    let each = hot_body.len();
+    assert!(each > 1 << 20, "{each}");
+    for i in 0..(ServeCache::BUDGET_BYTES / each + 5) {
+        cache
+            .get_or_build(
+                &with_name(&format!("rendered-worker-{i}")),
+                SpecVersion::V3_5,
+            )
+            .unwrap();
+        // Served again all along: the least recently served leave, not this one.
+        let again = cache.get_or_build(&hot, SpecVersion::V3_5).unwrap();
+        assert_eq!(again.as_ptr(), hot_body.as_ptr(), "after {i}");
+        assert!(cache.bytes() <= ServeCache::BUDGET_BYTES, "after {i}");
     }
-    assert_eq!(cache.len(), ServeCache::CAPACITY);
+    // Full up to the last body that fits (names differ in length by a few bytes).
+    assert!(cache.bytes() > ServeCache::BUDGET_BYTES - 2 * each);
+    assert!(cache.len() >= ServeCache::BUDGET_BYTES / each - 1);
+    // A single body over the budget is still kept (until the next one).
+    let small = ServeCache::default();
+    small.get_or_build(&hot, SpecVersion::V3_2).unwrap();
+    assert_eq!(small.len(), 1);
+    small.retain(|_| false);
+    assert_eq!((small.len(), small.bytes()), (0, 0));
+}
+
+#[test]
+fn a_body_holds_no_spare_capacity() {
+    let body = build(&rendered(json!({})), SpecVersion::V3_5).unwrap();
+    // A unique `Bytes` made from a `Vec` gives that `Vec` back as it was, capacity included.
+    let at = body.as_ptr();
+    let vec = Vec::from(body);
+    assert_eq!(vec.as_ptr(), at, "the body's own buffer, not a copy");
+    assert_eq!(vec.capacity(), vec.len());
 }

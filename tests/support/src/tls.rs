@@ -174,6 +174,33 @@ pub fn client_config_trusting(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>>
     Ok(Arc::new(config))
 }
 
+/// [`client_config_trusting`] offering TLS 1.3's cipher suites in the order Go's `crypto/tls`
+/// does on a machine with AES instructions (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305), as
+/// Ignition (a Go program) offers them: the config server follows the client's order, so a
+/// benchmark of first-boot fetches pays the cipher a booting machine would get (rustls's own
+/// client puts AES-256-GCM first, the costlier one).
+pub fn ignition_like_client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>> {
+    use rustls::crypto::ring::cipher_suite;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in parse_certs(ca_pem)? {
+        roots.add(cert).context("adding CA certificate")?;
+    }
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+            cipher_suite::TLS13_AES_256_GCM_SHA384,
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        ],
+        ..rustls::crypto::ring::default_provider()
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .context("TLS protocol versions")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// The names a local test server's certificate should carry: `localhost`, the loopback
 /// addresses, the listen address if it is a specific one, and any extra names.
 pub fn local_names(listen: Option<IpAddr>, extra: &[String]) -> Vec<String> {
@@ -227,6 +254,38 @@ fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The server follows the client's order: an Ignition-like client gets AES-128-GCM, the
+    /// plain rustls client AES-256-GCM.
+    #[tokio::test]
+    async fn an_ignition_like_client_negotiates_what_go_would() -> Result<()> {
+        install_ring_provider();
+        let ca = TestCa::new("cipher test CA")?;
+        let server = ca
+            .issue_server_cert(&["127.0.0.1".to_string()])?
+            .server_config(&[])?;
+        let negotiated = |client: Arc<rustls::ClientConfig>| {
+            let server = server.clone();
+            async move {
+                let (a, b) = tokio::io::duplex(64 * 1024);
+                let accept = tokio_rustls::TlsAcceptor::from(server).accept(b);
+                let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+                let connect = tokio_rustls::TlsConnector::from(client).connect(name, a);
+                let (client, _server) = tokio::try_join!(connect, accept)?;
+                let suite = client.get_ref().1.negotiated_cipher_suite();
+                anyhow::Ok(suite.map(|s| s.suite()))
+            }
+        };
+        assert_eq!(
+            negotiated(ignition_like_client_config(ca.cert_pem())?).await?,
+            Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
+        );
+        assert_eq!(
+            negotiated(client_config_trusting(ca.cert_pem())?).await?,
+            Some(rustls::CipherSuite::TLS13_AES_256_GCM_SHA384)
+        );
+        Ok(())
+    }
 
     #[test]
     fn server_and_client_configs_build() {

@@ -44,7 +44,7 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
 /// `n` concurrent GETs of `path` from the config server on `127.0.0.1:port`, trusting `ca_pem`.
 pub async fn burst(ca_pem: &str, port: u16, path: &str, n: usize) -> Result<Burst> {
     mco_test_support::tls::install_ring_provider();
-    let config = mco_test_support::tls::client_config_trusting(ca_pem)?;
+    let config = mco_test_support::tls::ignition_like_client_config(ca_pem)?;
     let start_line = Arc::new(tokio::sync::Barrier::new(n + 1));
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
