@@ -147,8 +147,8 @@ fn append_file(config: &mut Value, path: &str, contents: &[u8], mode: u32) {
 ///
 /// What is served at a time is a pool's current config to the machines booting into it and, in a
 /// rollout, its new config to the nodes updating: a few bodies per pool, each served to many
-/// clients. Rebuilding one that left costs a few milliseconds; keeping every body ever built (a
-/// count bound let 25 of them, 2 MiB each, stay) cost the companion most of its memory at scale
+/// clients; one that left is built again when next asked for. Keeping every body ever built (a
+/// count bound let 25 of them, 2 MiB each, stay) cost the companion most of its heap at scale
 /// (docs/benchmarks.md, "A 1,000-node pool").
 #[derive(Debug, Default)]
 pub struct ServeCache {
