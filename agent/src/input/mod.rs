@@ -137,8 +137,8 @@ impl LoadedConfig {
     /// Reads the file at `path` whole and parses it in place: each source a span of the text,
     /// which is held as long as the config is. Faster than [`Self::read`] (the parse is not a
     /// byte at a time), for a command that is done once the config is checked. A large JSON
-    /// file is mapped rather than copied (see [`mapped`]: it must not be rewritten in place
-    /// meanwhile).
+    /// file is mapped rather than copied (module `input::mapped`: it must not be rewritten in
+    /// place meanwhile).
     pub fn read_whole(path: &Path) -> Result<Self> {
         let reading = || format!("reading {}", path.display());
         let mut file = std::fs::File::open(path).with_context(reading)?;
