@@ -15,8 +15,6 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::io::Errno;
-
 use super::{Opened, Root, RootError, open_nofollow_in, split};
 
 /// At most this many directories are held open (a config's files are in a few dozen at most);
@@ -41,10 +39,7 @@ impl Root {
         if let Some(parent) = dirs.dirs.get(dir) {
             return open_nofollow_in(parent.as_fd(), name, path);
         }
-        let (parent, name) = self
-            .parent_optional(path)
-            .map_err(|e| e.with_op("lstat"))?
-            .ok_or_else(|| RootError::io("lstat", path, Errno::NOENT))?;
+        let (parent, name) = self.parent_to_open(path)?;
         let opened = open_nofollow_in(parent.as_fd(), name, path);
         if dirs.dirs.len() >= MAX_DIRS {
             dirs.dirs.clear();

@@ -191,12 +191,16 @@ impl Root {
     /// Opens `path` for reading if it is a regular file; a final symlink is not followed (it is
     /// reported as [`Opened::NotRegular`]). Errors carry Go-style `lstat`/`open` texts.
     pub fn open_nofollow(&self, path: &Path) -> Result<Opened, RootError> {
-        // Failing to reach the parent is what `lstat` of the full path would report.
-        let (parent, name) = self
-            .parent_optional(path)
-            .map_err(|e| e.with_op("lstat"))?
-            .ok_or_else(|| RootError::io("lstat", path, Errno::NOENT))?;
+        let (parent, name) = self.parent_to_open(path)?;
         open_nofollow_in(parent.as_fd(), name, path)
+    }
+
+    /// The parent of `path` for [`Self::open_nofollow`]: failing to reach it is what `lstat`
+    /// of the full path would report.
+    fn parent_to_open<'p>(&self, path: &'p Path) -> Result<(OwnedFd, &'p OsStr), RootError> {
+        self.parent_optional(path)
+            .map_err(|e| e.with_op("lstat"))?
+            .ok_or_else(|| RootError::io("lstat", path, Errno::NOENT))
     }
 
     /// Reads the regular file `path`, following symlinks (also a final one) inside the root.
