@@ -25,9 +25,21 @@ report_times() {
   echo "tests/run.sh: stage times"
   printf '  %s\n' "${timings[@]}"
   echo "  total $SECONDS s"
-  [ $rc -eq 0 ] || echo "tests/run.sh: FAILED in stage '$current' (exit $rc)"
+  if [ $rc -ne 0 ]; then
+    echo "tests/run.sh: FAILED in stage '$current' (exit $rc)"
+    free_space
+  fi
 }
 trap report_times EXIT
+
+# Free disk where the builds (target/) and the VM guests' disks (the temporary directory) go:
+# printed at the start, before the VM suite and on a failure, so that a full disk is named.
+free_space() {
+  echo "tests/run.sh: free space:"
+  df -h --output=avail,target "$PWD/target" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/  /' || true
+}
+mkdir -p target
+free_space
 
 stage setup tests/setup.sh
 
@@ -91,6 +103,10 @@ stage crash-safety cargo nextest run -p mco-agent --features failpoints --test c
 # Fuzzing smoke run: every fuzz target built on the stable toolchain and run for 10 s from its
 # seeds (docs/fuzzing.md); a crash, timeout or OOM fails here.
 stage fuzz tests/fuzz.sh 10
+# MCO_PRUNE=1 (.ci/run): the instrumented build (gigabytes) goes; the corpus stays.
+if [ "${MCO_PRUNE:-0}" = 1 ]; then
+  find target/fuzz -mindepth 1 -maxdepth 1 ! -name corpus ! -name artifacts -exec rm -rf {} +
+fi
 
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
 # policy, RPM build and install, Containerfile inputs, no fake in the shipped binaries.
@@ -101,5 +117,6 @@ stage packaging tests/packaging.sh
 if [ $skip_vm = yes ]; then
   echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
 else
+  free_space
   stage vm tests/vm/run.sh
 fi
