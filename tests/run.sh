@@ -36,7 +36,7 @@ trap report_times EXIT
 # printed at the start, before the VM suite and on a failure, so that a full disk is named.
 free_space() {
   echo "tests/run.sh: free space:"
-  df -h --output=avail,target "$PWD/target" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/  /' || true
+  df -h --output=file,avail "$PWD/target" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/  /' || true
 }
 mkdir -p target
 free_space

@@ -12,6 +12,7 @@
 //!    - [`logging`]: journald or stderr logging, set up once per binary.
 //!    - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
 //!    - [`idle_pages`]: the executable's pages handed back to the kernel while the daemon idles.
+//!    - [`system_bus`]: the system bus connection of every D-Bus seam, with its call timeout.
 //! 1. Files of a root
 //!    - [`apply`]: applying a current→desired config change to a root (files, units, backups,
 //!      SSH keys, password), validated and decoded before the disk is touched.
@@ -50,6 +51,7 @@ pub mod idle_pages;
 pub mod logging;
 pub mod notify;
 pub mod rootfs;
+pub mod system_bus;
 
 // 1. Files of a root
 pub mod apply;

@@ -306,7 +306,7 @@ async fn active_state_of_loaded_unloaded_and_missing_units() {
     assert!(err.to_string().contains("mco-missing.service"), "{err}");
 }
 
-/// `DbusSystemd::system()` and `LogindRebooter`'s users connect with `host::system_bus()`,
+/// `DbusSystemd::system()` and `LogindRebooter`'s users connect with `system_bus::connect()`,
 /// which must follow `DBUS_SYSTEM_BUS_ADDRESS` (set here on a child process).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_system_bus_address_is_taken_from_the_environment() {

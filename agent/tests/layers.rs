@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("logging", 0),
     ("notify", 0),
     ("rootfs", 0),
+    ("system_bus", 0),
     ("apply", 1),
     ("hooks", 1),
     ("input", 1),

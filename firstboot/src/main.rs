@@ -65,7 +65,7 @@ async fn run(args: &Args) -> Result<Completed> {
     if encapsulated::read(&root)?.is_none() {
         return Ok(Completed::NothingToDo);
     }
-    let bus = mco_agent::host::system_bus()
+    let bus = mco_agent::system_bus::connect()
         .await
         .context("connecting to the system bus")?;
     let config = ClientConfig {

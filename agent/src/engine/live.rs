@@ -51,7 +51,7 @@ pub fn is_host_root(root: &Path) -> bool {
 /// Connects the seams. On a live host the system bus is required (systemd does the unit
 /// work); elsewhere a missing bus only means no rpm-ostree and no reboot.
 pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
-    let bus = match tokio::time::timeout(CONNECT_TIMEOUT, crate::host::system_bus()).await {
+    let bus = match tokio::time::timeout(CONNECT_TIMEOUT, crate::system_bus::connect()).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(format!("the system bus is not reachable: {e}")),
         Err(_) => Err(format!(

@@ -5,9 +5,3 @@
 pub mod reboot;
 pub mod selinux;
 pub mod systemd;
-
-/// Connects to the system bus. `DBUS_SYSTEM_BUS_ADDRESS` is honoured when set (tests point
-/// it at a private bus or a container's bus), as every D-Bus client of the agent must.
-pub async fn system_bus() -> zbus::Result<zbus::Connection> {
-    zbus::Connection::system().await
-}

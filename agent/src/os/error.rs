@@ -81,6 +81,15 @@ impl OsError {
                 name: None,
                 message: fdo.to_string(),
             },
+            zbus::Error::InputOutput(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                OsError::Call {
+                    method: method.to_string(),
+                    name: None,
+                    // the connection's own timeout (the agent's: `system_bus::CALL_TIMEOUT`)
+                    message: "no answer before the D-Bus call timed out (is rpm-ostreed hung?)"
+                        .to_string(),
+                }
+            }
             other => OsError::Call {
                 method: method.to_string(),
                 name: None,
@@ -107,6 +116,20 @@ impl OsError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_nobody_answers_names_the_method() {
+        let timed_out = zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::from(
+            std::io::ErrorKind::TimedOut,
+        )));
+        let err = OsError::call("KernelArgs", timed_out);
+        assert_eq!(
+            err.to_string(),
+            "rpm-ostree KernelArgs failed: no answer before the D-Bus call timed out (is rpm-ostreed \
+             hung?)"
+        );
+        assert!(!err.is_busy());
+    }
 
     #[test]
     fn busy_is_recognised_by_name_or_message() {

@@ -81,6 +81,16 @@ pub async fn booted_standin_main() {
 
 impl Env {
     pub async fn start(opts: EnvOptions<'_>) -> Env {
+        // The stand-in's and the client's logs, in the test's captured output (shown when it
+        // fails or hangs; `RUST_LOG` changes the level).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_ansi(false)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .try_init();
         let bus = PrivateBus::start().expect("private bus");
         let sysroot = TestSysroot::builder()
             .kargs(opts.kargs)

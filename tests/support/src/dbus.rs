@@ -109,6 +109,8 @@ impl PrivateBus {
     pub async fn connect(&self) -> Result<zbus::Connection> {
         zbus::connection::Builder::address(self.address.as_str())
             .context("parsing the private bus address")?
+            // a call nobody answers fails the test, naming the method, instead of hanging it
+            .method_timeout(Duration::from_secs(60))
             .build()
             .await
             .with_context(|| format!("connecting to the private bus at {}", self.address))
@@ -171,6 +173,35 @@ fn xml_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// Waits until the object server of `conn` answers method calls; call it after serving objects
+/// and before taking a bus name. zbus starts the object server of an existing connection in a
+/// task that subscribes to method calls only when it first runs, and a call that arrives
+/// before is dropped: its caller waits for a reply that never comes (seen under load as a
+/// client's first call to a stand-in hanging). A `Peer.Ping` to the connection itself is
+/// answered once the subscription exists; the pings sent before it are the ones dropped.
+pub async fn object_server_ready(conn: &zbus::Connection) -> Result<()> {
+    let me = conn
+        .unique_name()
+        .context("a bus connection without a unique name")?
+        .to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ping = conn.call_method(
+            Some(me.clone()),
+            "/",
+            Some("org.freedesktop.DBus.Peer"),
+            "Ping",
+            &(),
+        );
+        match tokio::time::timeout(Duration::from_millis(100), ping).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => return Err(e).context("pinging our own object server"),
+            Err(_) if std::time::Instant::now() < deadline => {}
+            Err(_) => bail!("the object server did not answer a ping within 30 s"),
+        }
+    }
 }
 
 /// The socket path inside a `unix:path=...` address, if it is one.

@@ -52,6 +52,7 @@ impl FakeLogind {
             )
             .await
             .context("serving the fake logind object")?;
+        crate::dbus::object_server_ready(&conn).await?;
         conn.request_name(BUS_NAME)
             .await
             .context("owning org.freedesktop.login1")?;

@@ -111,6 +111,7 @@ impl FakeSystemdBus {
             )
             .await
             .context("serving the fake systemd manager")?;
+        crate::dbus::object_server_ready(&conn).await?;
         conn.request_name(BUS_NAME)
             .await
             .context("owning org.freedesktop.systemd1")?;

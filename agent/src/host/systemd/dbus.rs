@@ -102,7 +102,7 @@ impl DbusSystemd {
 
     /// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` when set).
     pub async fn system() -> Result<Self, SystemdError> {
-        let conn = crate::host::system_bus()
+        let conn = crate::system_bus::connect()
             .await
             .map_err(|e| call_error("connect", "the system bus", e))?;
         Ok(Self::new(conn))

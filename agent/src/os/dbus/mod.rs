@@ -41,7 +41,9 @@ pub struct DbusOsUpdater {
 impl DbusOsUpdater {
     /// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` is honoured) and registers.
     pub async fn connect(config: ClientConfig) -> Result<Self, OsError> {
-        let conn = Connection::system().await.map_err(OsError::Connect)?;
+        let conn = crate::system_bus::connect()
+            .await
+            .map_err(OsError::Connect)?;
         Self::new(&conn, config).await
     }
 

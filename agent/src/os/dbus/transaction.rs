@@ -15,12 +15,14 @@ use zbus::{Connection, MessageStream};
 
 use crate::os::error::OsError;
 use crate::os::types::TransactionOutcome;
+use crate::system_bus::CALL_TIMEOUT;
 
 /// The transaction interface.
 pub const TRANSACTION_IFACE: &str = "org.projectatomic.rpmostree1.Transaction";
 
 /// Connects to a transaction address, retrying briefly: the socket of a transaction that was
-/// just announced may not accept yet, and one that is closing goes away.
+/// just announced may not accept yet, and one that is closing goes away. The handshake and
+/// every method call on the connection give up after [`CALL_TIMEOUT`].
 pub async fn connect(method: &str, address: &str) -> Result<Connection, OsError> {
     let mut last = None;
     for attempt in 0..5u32 {
@@ -28,7 +30,22 @@ pub async fn connect(method: &str, address: &str) -> Result<Connection, OsError>
             tokio::time::sleep(Duration::from_millis(200) * attempt).await;
         }
         let built = match zbus::connection::Builder::address(address) {
-            Ok(b) => b.p2p().build().await,
+            Ok(b) => {
+                let handshake = b.p2p().method_timeout(CALL_TIMEOUT).build();
+                match tokio::time::timeout(CALL_TIMEOUT, handshake).await {
+                    Ok(built) => built,
+                    // a peer that accepted and went silent is hung, not starting up
+                    Err(_) => {
+                        return Err(OsError::TransactionConnection {
+                            method: method.to_string(),
+                            address: address.to_string(),
+                            message: format!(
+                                "no D-Bus handshake within {CALL_TIMEOUT:?} (is rpm-ostreed hung?)"
+                            ),
+                        });
+                    }
+                }
+            }
             Err(e) => Err(e),
         };
         match built {

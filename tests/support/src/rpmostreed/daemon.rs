@@ -287,6 +287,7 @@ impl Daemon {
             .export_os_objects()
             .await
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        crate::dbus::object_server_ready(&conn).await?;
         conn.request_name(BUS_NAME)
             .await
             .with_context(|| format!("taking the bus name {BUS_NAME}"))?;
