@@ -12,10 +12,12 @@
 //! - [`fleet_lock`]: the FleetLock server (reboot slots per group) on the same listener.
 //! - [`peer`]: what a client proved about itself (certificate, bootstrap token, nothing).
 //! - [`cli`]: the `mco-companion` command line (`render`, `serve`).
+//! - [`allocator`]: the C allocator's settings for a long-running server of large bodies.
 //!
 //! Rendering itself (pool selection, the MCO merge, per-node configs, rendered names) lives in
 //! `machine_config::render`; down-translation in `machine_config::downtranslate`.
 
+pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod fleet_lock;

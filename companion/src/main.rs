@@ -6,6 +6,7 @@ use clap::Parser;
 use mco_companion::cli::{Cli, run};
 
 fn main() -> ExitCode {
+    let tuned = mco_companion::allocator::tune();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -14,6 +15,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    mco_companion::allocator::log_settings(tuned);
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
