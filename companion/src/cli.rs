@@ -11,6 +11,7 @@ use machine_config::render::{self, RenderOptions};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cluster::MachineConfigCache;
 use crate::cluster::drain::schedule::DrainTimings;
 use crate::server::bootstrap::BootstrapTokens;
 use crate::server::{self, ConfigSource, Limits};
@@ -199,8 +200,9 @@ pub async fn run(cli: Cli) -> Result<()> {
             let (_stop, shutdown) = shutdown_on_signal();
             let drains = crate::cluster::drain_client(&args.kubeconfig).await?;
             let (options, timings) = (args.base.options(), args.drain.timings());
-            crate::cluster::controller::run_with(client, options, Some((drains, timings)), shutdown)
-                .await
+            let configs = MachineConfigCache::watch(client.clone());
+            let drains = Some((drains, timings));
+            crate::cluster::controller::run_with(client, options, configs, drains, shutdown).await
         }
     }
 }
@@ -244,6 +246,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     };
     let (stop, shutdown) = shutdown_on_signal();
     let mut tasks = tokio::task::JoinSet::new();
+    let controller_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let fleet_lock;
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
         (Some(dir), _) => {
@@ -256,23 +259,40 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         (None, Some(kubeconfig)) => {
             let client = crate::cluster::client(kubeconfig).await?;
             fleet_lock = args.fleet_lock.cluster(client.clone())?;
+            // With the controller, the config server reads the controller's MachineConfigs.
+            let mut shared_configs = None;
             if args.controller {
+                let configs = MachineConfigCache::watch(client.clone());
+                shared_configs = Some(configs.reader.clone());
                 let (client, options, shutdown) =
                     (client.clone(), args.base.options(), shutdown.clone());
                 let drains = Some((
                     crate::cluster::drain_client(kubeconfig).await?,
                     args.drain.timings(),
                 ));
+                let (stop, failed) = (stop.clone(), controller_failed.clone());
                 tasks.spawn(async move {
-                    if let Err(err) =
-                        crate::cluster::controller::run_with(client, options, drains, shutdown)
-                            .await
+                    if let Err(err) = crate::cluster::controller::run_with(
+                        client, options, configs, drains, shutdown,
+                    )
+                    .await
                     {
-                        tracing::error!("controller stopped: {err:#}");
+                        // The config server would go on serving from a store nothing fills:
+                        // stop it too, and fail, so the service is restarted whole.
+                        tracing::error!("controller stopped: {err:#}; stopping the server");
+                        failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        let _ = stop.send(true);
                     }
                 });
             }
-            Arc::new(crate::cluster::source::ClusterSource::start(client, shutdown.clone()).await?)
+            Arc::new(
+                crate::cluster::source::ClusterSource::start(
+                    client,
+                    shared_configs,
+                    shutdown.clone(),
+                )
+                .await?,
+            )
         }
         (None, None) => bail!("serve needs --manifests DIR or --kubeconfig FILE"),
     };
@@ -311,6 +331,9 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     }
     while tasks.join_next().await.is_some() {}
     drop(stop);
+    if controller_failed.load(std::sync::atomic::Ordering::SeqCst) {
+        bail!("the controller stopped (see the error above)");
+    }
     Ok(())
 }
 

@@ -355,20 +355,29 @@ async fn rollout_pause_and_unreconcilable_config() {
     .await;
 
     // the cluster config source serves the pool's config once a node runs it
-    let source = ClusterSource::start(client.clone(), shutdown.clone())
+    let source = ClusterSource::start(client.clone(), None, shutdown.clone())
         .await
         .unwrap();
-    let served: Value = serde_json::from_slice(
-        &source
-            .config(&PoolRequest {
-                pool: "worker".into(),
-                node: None,
-                config: None,
-                spec: SpecVersion::V3_2,
-            })
-            .unwrap(),
-    )
-    .unwrap();
+    let worker_request = PoolRequest {
+        pool: "worker".into(),
+        node: None,
+        config: None,
+        spec: SpecVersion::V3_2,
+    };
+    let served: Value = serde_json::from_slice(&source.config(&worker_request).unwrap()).unwrap();
+    // ... and reading a MachineConfig store something else fills (the controller's, in `serve
+    // --controller`), the same config.
+    let shared = cluster::MachineConfigCache::watch(client.clone());
+    let reader = shared.reader.clone();
+    let driver = tokio::spawn(futures::StreamExt::for_each(shared.changes, |()| async {}));
+    let reading = ClusterSource::start(client.clone(), Some(reader), shutdown.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&reading.config(&worker_request).unwrap()).unwrap(),
+        served
+    );
+    driver.abort();
     let served_files: Vec<&str> = served["storage"]["files"]
         .as_array()
         .unwrap()

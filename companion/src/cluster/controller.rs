@@ -42,7 +42,7 @@ use tokio::sync::{Notify, watch};
 
 use super::drain::schedule::DrainTimings;
 use super::node_cache::{self, NodeCache};
-use super::{cached, is_rendered};
+use super::{MachineConfigCache, is_rendered};
 use super::{nodes, progress};
 
 /// Time between passes when nothing changes.
@@ -54,7 +54,8 @@ pub async fn run(
     options: RenderOptions,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    run_with(client, options, None, shutdown).await
+    let configs = MachineConfigCache::watch(client.clone());
+    run_with(client, options, configs, None, shutdown).await
 }
 
 /// [`run`], with the drain controller ([`drain`](super::drain)) beside it when `drains` is
@@ -62,6 +63,7 @@ pub async fn run(
 pub async fn run_with(
     client: Client,
     options: RenderOptions,
+    configs: MachineConfigCache,
     drains: Option<(Client, DrainTimings)>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
@@ -73,7 +75,11 @@ pub async fn run_with(
             }
         })
     });
-    let (configs, mc_changes) = cached(Api::<MachineConfig>::all(client.clone()), "MachineConfigs");
+    let MachineConfigCache {
+        reader: configs_reader,
+        changes: mc_changes,
+    } = configs;
+    let configs = configs_reader.store.clone();
     let pool_changes = changes(
         Api::<MachineConfigPool>::all(client.clone()),
         "MachineConfigPools",
@@ -115,7 +121,7 @@ pub async fn run_with(
     let journal = tokio::spawn(journal);
     tokio::select! {
         ready = async {
-            configs.wait_until_ready().await.context("watching MachineConfigs")?;
+            configs_reader.wait_until_ready().await.context("watching MachineConfigs")?;
             nodes.wait_until_ready().await
         } => ready?,
         _ = shutdown.changed() => {

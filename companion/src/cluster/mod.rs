@@ -4,11 +4,14 @@
 
 pub mod controller;
 pub mod drain;
+mod mc_cache;
 pub mod node_cache;
 pub mod nodes;
 pub mod policy_status;
 pub mod progress;
 pub mod source;
+
+pub use mc_cache::{MachineConfigCache, MachineConfigReader};
 
 use std::path::Path;
 

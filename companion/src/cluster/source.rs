@@ -41,14 +41,26 @@ pub struct ClusterSource {
 }
 
 impl ClusterSource {
-    /// Starts watching pools and MachineConfigs and waits for the first full lists.
-    pub async fn start(client: Client, mut shutdown: watch::Receiver<bool>) -> Result<Self> {
+    /// Starts watching pools and MachineConfigs and waits for the first full lists. `configs`,
+    /// when given, is a MachineConfig store something else keeps filled (the controller's, see
+    /// [`super::MachineConfigCache`]): read, not watched a second time.
+    pub async fn start(
+        client: Client,
+        configs: Option<super::MachineConfigReader>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<Self> {
         let (pools, pool_changes) = cached(
             Api::<MachineConfigPool>::all(client.clone()),
             "MachineConfigPools",
         );
-        let (configs, mc_changes) = cached(Api::<MachineConfig>::all(client), "MachineConfigs");
-        let mut changes = futures::stream::select(pool_changes.boxed(), mc_changes.boxed());
+        let (configs, mc_changes) = match configs {
+            Some(shared) => (shared, futures::stream::empty().boxed()),
+            None => {
+                let own = super::MachineConfigCache::watch(client);
+                (own.reader, own.changes)
+            }
+        };
+        let mut changes = futures::stream::select(pool_changes.boxed(), mc_changes);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -70,7 +82,7 @@ impl ClusterSource {
         }
         Ok(ClusterSource {
             pools,
-            configs,
+            configs: configs.store,
             cache: ServeCache::default(),
         })
     }
