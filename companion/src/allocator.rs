@@ -6,9 +6,9 @@
 //! but each such free raises that threshold (up to 32 MiB): after the first rollout every
 //! config-sized buffer comes from the heap arenas instead, where the space freed between
 //! rollouts stays resident. Fixing the threshold at 128 KiB keeps it returned. In the scale
-//! harness (docs/benchmarks.md, "A 1,000-node pool") the companion's resident memory after a
-//! rollout of both pools went from 68.4 to 59.5 MiB, and its peak from 70.5 to 65.4 MiB.
-//! Limiting the arenas as well (`M_ARENA_MAX` 2) was no better (61.8 and 68.3 MiB).
+//! harness (docs/benchmarks.md, "A 1,000-node pool") the companion's peak RSS went from 60.6 to
+//! 55.9 MiB, for about 1 ms more CPU per node updated (fresh mappings' pages are zeroed).
+//! Limiting the arenas as well (`M_ARENA_MAX` 2) did not help.
 //!
 //! An administrator's own settings win: with `GLIBC_TUNABLES` or `MALLOC_MMAP_THRESHOLD_` in
 //! the environment, nothing is changed.
