@@ -93,11 +93,12 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
         APPENDED_MODE,
     );
 
-    let served =
-        downtranslate::translate(&config, spec).map_err(|source| ServeBuildError::Translate {
+    let served = downtranslate::translate_owned(config, spec).map_err(|source| {
+        ServeBuildError::Translate {
             name: name.clone(),
             source,
-        })?;
+        }
+    })?;
     // Exactly sized: a body grown by doubling keeps up to twice its length allocated, and the
     // cache keeps every byte of that for as long as it holds the body.
     let mut body = served.to_string().into_bytes();
@@ -150,9 +151,16 @@ fn append_file(config: &mut Value, path: &str, contents: &[u8], mode: u32) {
 /// clients; one that left is built again when next asked for. Keeping every body ever built (a
 /// count bound let 25 of them, 2 MiB each, stay) cost the companion most of its heap at scale
 /// (docs/benchmarks.md, "A 1,000-node pool").
+///
+/// One body is built at a time: the first requests for a new config come together (a wave of
+/// nodes told to update, machines booting at once), and each build holds a few copies of the
+/// config's contents for its duration, so concurrent builds of the same body would cost its
+/// memory and CPU once per request instead of once.
 #[derive(Debug, Default)]
 pub struct ServeCache {
     inner: Mutex<CacheInner>,
+    /// Held while a body is built.
+    building: Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -191,18 +199,16 @@ impl ServeCache {
         spec: SpecVersion,
     ) -> Result<Bytes, ServeBuildError> {
         let key = (rendered.name().to_string(), spec);
-        {
-            let mut inner = self.lock();
-            if let Some(body) = inner.bodies.get(&key).cloned() {
-                inner.touch(&key);
-                return Ok(body);
-            }
+        if let Some(body) = self.cached(&key) {
+            return Ok(body);
+        }
+        let _building = self.building.lock().unwrap_or_else(|p| p.into_inner());
+        // Built by the request this one waited for.
+        if let Some(body) = self.cached(&key) {
+            return Ok(body);
         }
         let body = build(rendered, spec)?;
         let mut inner = self.lock();
-        // Another request may have built it meanwhile: keep one.
-        inner.remove(&key);
-        inner.order.retain(|k| k != &key);
         inner.bytes += body.len();
         inner.bodies.insert(key.clone(), body.clone());
         inner.order.push_back(key);
@@ -214,12 +220,28 @@ impl ServeCache {
         Ok(body)
     }
 
+    /// The cached body for `key`, marked as just served.
+    fn cached(&self, key: &(String, SpecVersion)) -> Option<Bytes> {
+        let mut inner = self.lock();
+        let body = inner.bodies.get(key).cloned()?;
+        inner.touch(key);
+        Some(body)
+    }
+
     /// Keeps only entries whose rendered name satisfies `keep`.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let mut inner = self.lock();
         inner.bodies.retain(|(name, _), _| keep(name));
         inner.order.retain(|(name, _)| keep(name));
         inner.bytes = inner.bodies.values().map(Bytes::len).sum();
+    }
+
+    /// The rendered names of the cached bodies, sorted, each once.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.lock().bodies.keys().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Bytes of the cached bodies.

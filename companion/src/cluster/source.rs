@@ -14,6 +14,7 @@
 //! node's own config, only if the client proved to be that node: 404 for a name the cluster
 //! does not know, 403 for another pool's config or another node's.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +38,8 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ClusterSource {
     pools: Store<MachineConfigPool>,
     configs: Store<MachineConfig>,
-    cache: ServeCache,
+    /// Shared with the task that drops the bodies no pool uses any more.
+    cache: Arc<ServeCache>,
 }
 
 impl ClusterSource {
@@ -61,10 +63,15 @@ impl ClusterSource {
             }
         };
         let mut changes = futures::stream::select(pool_changes.boxed(), mc_changes);
+        let cache = Arc::new(ServeCache::default());
+        let (in_use, in_cache) = ((pools.clone(), configs.store.clone()), cache.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    next = changes.next() => if next.is_none() { return },
+                    next = changes.next() => match next {
+                        Some(()) => forget_unused(&in_use.0, &in_use.1, &in_cache),
+                        None => return,
+                    },
                     _ = shutdown.changed() => if *shutdown.borrow() { return },
                 }
             }
@@ -83,7 +90,7 @@ impl ClusterSource {
         Ok(ClusterSource {
             pools,
             configs: configs.store,
-            cache: ServeCache::default(),
+            cache,
         })
     }
 
@@ -94,12 +101,7 @@ impl ClusterSource {
                 super::is_rendered(mc)
                     && rendered_for_node(mc) == Some(node)
                     && owner_pool(mc) == Some(pool)
-                    && mc
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(render::BASE_CONFIG_ANNOTATION))
-                        .is_some_and(|b| b == base)
+                    && base_config(mc) == Some(base)
             })
             .into_iter()
             .next()
@@ -140,6 +142,48 @@ impl ClusterSource {
         }
         Ok(mc)
     }
+}
+
+/// Drops the cached bodies of rendered configs no pool serves or rolls out any more (neither a
+/// pool's `spec.configuration` nor its `status.configuration`, nor a per-node config on top of
+/// one of those): once a pool finished moving to a new config, the old one's bodies would
+/// otherwise stay until the cache's byte budget pushed them out, megabytes each. A client that
+/// still asks for such a config by name gets it built again.
+fn forget_unused(
+    pools: &Store<MachineConfigPool>,
+    configs: &Store<MachineConfig>,
+    cache: &ServeCache,
+) {
+    if cache.is_empty() {
+        return;
+    }
+    let in_use: HashSet<String> = pools
+        .state()
+        .iter()
+        .flat_map(|pool| {
+            [
+                pool.spec.configuration.name.clone(),
+                pool.status.configuration.name.clone(),
+            ]
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    cache.retain(|name| {
+        in_use.contains(name)
+            || configs.get(&ObjectRef::new(name)).is_some_and(|mc| {
+                rendered_for_node(&mc).is_some()
+                    && base_config(&mc).is_some_and(|base| in_use.contains(base))
+            })
+    });
+}
+
+/// The config a per-node rendered config was rendered on top of.
+fn base_config(mc: &MachineConfig) -> Option<&str> {
+    mc.metadata
+        .annotations
+        .as_ref()?
+        .get(render::BASE_CONFIG_ANNOTATION)
+        .map(String::as_str)
 }
 
 /// The node a per-node rendered config was rendered for.
@@ -201,5 +245,72 @@ impl ConfigSource for ClusterSource {
         self.cache
             .get_or_build(&chosen, request.spec)
             .map_err(|e| ServeError::Failed(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use machine_config::SpecVersion;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn rendered(name: &str, labels: Value, annotations: Value) -> MachineConfig {
+        MachineConfig::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            "spec": {"config": {"ignition": {"version": "3.5.0"}}}
+        }))
+        .unwrap()
+    }
+
+    fn per_node(name: &str, node: &str, base: &str) -> MachineConfig {
+        rendered(
+            name,
+            json!({render::RENDERED_FOR_NODE_LABEL: node}),
+            json!({render::BASE_CONFIG_ANNOTATION: base}),
+        )
+    }
+
+    #[test]
+    fn bodies_of_configs_no_pool_uses_are_forgotten() {
+        // pool `worker` rolling from rendered-worker-1 to rendered-worker-2
+        let pool = MachineConfigPool::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": "worker"},
+            "spec": {"configuration": {"name": "rendered-worker-2"}},
+            "status": {"configuration": {"name": "rendered-worker-1"}}
+        }))
+        .unwrap();
+        let (pools, mut pool_writer) = reflector::store::<MachineConfigPool>();
+        pool_writer.apply_watcher_event(&Event::Apply(pool));
+        let configs = [
+            rendered("rendered-worker-0", json!({}), json!({})),
+            rendered("rendered-worker-1", json!({}), json!({})),
+            rendered("rendered-worker-2", json!({}), json!({})),
+            per_node("rendered-worker-2-a", "a", "rendered-worker-2"),
+            per_node("rendered-worker-0-a", "a", "rendered-worker-0"),
+        ];
+        let (store, mut writer) = reflector::store::<MachineConfig>();
+        let cache = ServeCache::default();
+        for mc in &configs {
+            writer.apply_watcher_event(&Event::Apply(mc.clone()));
+            cache.get_or_build(mc, SpecVersion::V3_5).unwrap();
+        }
+        cache.get_or_build(&configs[2], SpecVersion::V3_2).unwrap();
+        assert_eq!(cache.len(), 6);
+
+        forget_unused(&pools, &store, &cache);
+        assert_eq!(
+            cache.names(),
+            [
+                "rendered-worker-1",
+                "rendered-worker-2",
+                "rendered-worker-2-a"
+            ],
+            "the configs the pool serves or rolls out, and the per-node config on one of them"
+        );
     }
 }

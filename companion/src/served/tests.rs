@@ -215,3 +215,27 @@ fn a_body_holds_no_spare_capacity() {
     assert_eq!(vec.as_ptr(), at, "the body's own buffer, not a copy");
     assert_eq!(vec.capacity(), vec.len());
 }
+
+#[test]
+fn requests_arriving_together_share_one_build() {
+    let cache = ServeCache::default();
+    let big = format!("data:;base64,{}", "QUFB".repeat(64 * 1024));
+    let mc = rendered(json!({}));
+    let mut mc_big = mc.clone();
+    mc_big.spec.config = Some(IgnitionJson::from_value(json!({
+        "ignition": {"version": "3.5.0"},
+        "storage": {"files": [{"path": "/etc/big", "contents": {"source": big}}]}
+    })));
+    let bodies: Vec<Bytes> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| cache.get_or_build(&mc_big, SpecVersion::V3_5).unwrap()))
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    // Each request built its own body before: equal bytes, different buffers.
+    assert!(
+        bodies.iter().all(|b| b.as_ptr() == bodies[0].as_ptr()),
+        "every request got the one body built"
+    );
+    assert_eq!(cache.len(), 1);
+}

@@ -68,13 +68,19 @@ pub enum DownTranslateError {
 /// Returns the config for `target` with `ignition.version` set to its version. The input may
 /// carry any 3.x version string; only its fields matter.
 pub fn translate(config: &Value, target: SpecVersion) -> Result<Value, DownTranslateError> {
+    translate_owned(config.clone(), target)
+}
+
+/// [`translate`], consuming the config: for a config whose file contents run to megabytes, one
+/// copy of them less (the config server builds every body this way).
+pub fn translate_owned(config: Value, target: SpecVersion) -> Result<Value, DownTranslateError> {
     let Value::Object(_) = config else {
         return Err(DownTranslateError::Malformed {
             target,
             reason: "the config is not a JSON object".to_string(),
         });
     };
-    let mut out = config.clone();
+    let mut out = config;
     let mut problems = Vec::new();
     gates::strip_newer(&mut out, gate_minor(target), &mut problems);
     if target == SpecVersion::V2_2 {
