@@ -7,6 +7,9 @@ use mco_companion::cli::{Cli, run};
 
 fn main() -> ExitCode {
     let tuned = mco_companion::allocator::tune();
+    // The MachineConfig cache holds every rendered config beside the base configs whose file
+    // contents it repeats: hold each large content once.
+    machine_config::source::shared::enable();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -11,6 +11,9 @@
 //! a file: the file can no longer be read, or it changed since it was parsed (its size, inode or
 //! modification time differ), and the error says which file.
 //!
+//! A process that keeps many documents repeating each other's contents can have equal large
+//! sources share one allocation ([`shared::enable`]).
+//!
 //! A [`SourceTable`] collects the sources of one document while it is read (see
 //! [`crate::IgnitionJson`]): in the JSON value the document leaves behind, each `source` string
 //! is replaced by its index in the table, so that neither the value nor the typed config holds
@@ -29,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub mod shared;
 
 /// A `source` string (a URL), shared.
 #[derive(Clone)]
@@ -229,13 +234,13 @@ impl fmt::Display for Source {
 
 impl From<String> for Source {
     fn from(s: String) -> Self {
-        Source(Repr::Owned(Arc::from(s)))
+        Source(Repr::Owned(shared::shared(&s, || Arc::from(s.as_str()))))
     }
 }
 
 impl From<&str> for Source {
     fn from(s: &str) -> Self {
-        Source(Repr::Owned(Arc::from(s)))
+        Source(Repr::Owned(shared::shared(s, || Arc::from(s))))
     }
 }
 
