@@ -234,13 +234,13 @@ impl fmt::Display for Source {
 
 impl From<String> for Source {
     fn from(s: String) -> Self {
-        Source(Repr::Owned(shared::shared(&s, || Arc::from(s.as_str()))))
+        Source(Repr::Owned(shared::shared(&s)))
     }
 }
 
 impl From<&str> for Source {
     fn from(s: &str) -> Self {
-        Source(Repr::Owned(shared::shared(s, || Arc::from(s))))
+        Source(Repr::Owned(shared::shared(s)))
     }
 }
 

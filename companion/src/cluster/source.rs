@@ -64,12 +64,13 @@ impl ClusterSource {
         };
         let mut changes = futures::stream::select(pool_changes.boxed(), mc_changes);
         let cache = Arc::new(ServeCache::default());
-        let (in_use, in_cache) = ((pools.clone(), configs.store.clone()), cache.clone());
+        let (watched_pools, watched_configs, bodies) =
+            (pools.clone(), configs.store.clone(), cache.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     next = changes.next() => match next {
-                        Some(()) => forget_unused(&in_use.0, &in_use.1, &in_cache),
+                        Some(()) => forget_unused(&watched_pools, &watched_configs, &bodies),
                         None => return,
                     },
                     _ = shutdown.changed() => if *shutdown.borrow() { return },

@@ -44,7 +44,7 @@ struct Table {
 }
 
 impl Table {
-    fn find_or_insert(&mut self, text: &str, make: impl FnOnce() -> Arc<str>) -> Arc<str> {
+    fn find_or_insert(&mut self, text: &str) -> Arc<str> {
         let hash = {
             let mut hasher = DefaultHasher::new();
             text.hash(&mut hasher);
@@ -59,7 +59,7 @@ impl Table {
         {
             return found;
         }
-        let made = make();
+        let made: Arc<str> = Arc::from(text);
         bucket.push(Arc::downgrade(&made));
         self.entries += 1;
         if self.entries >= self.prune_at {
@@ -83,15 +83,15 @@ impl Table {
 }
 
 /// `text` as a shared string: the allocation of an equal one still held when sharing is on and
-/// `text` is large, else `make()`.
-pub(super) fn shared(text: &str, make: impl FnOnce() -> Arc<str>) -> Arc<str> {
+/// `text` is large, else a copy of its own.
+pub(super) fn shared(text: &str) -> Arc<str> {
     if text.len() < MIN_BYTES || !ENABLED.load(Ordering::Relaxed) {
-        return make();
+        return Arc::from(text);
     }
     TABLE
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .find_or_insert(text, make)
+        .find_or_insert(text)
 }
 
 #[cfg(test)]
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn equal_large_strings_share_one_allocation_once_enabled() {
         let big = "data:;base64,".to_string() + &"QUFB".repeat(MIN_BYTES);
-        let arc = |s: &str| shared(s, || Arc::from(s));
+        let arc = shared;
 
         let (a, b) = (arc(&big), arc(&big));
         assert!(!Arc::ptr_eq(&a, &b), "off until enabled");
