@@ -106,25 +106,24 @@ mod tests {
     #[test]
     fn equal_large_strings_share_one_allocation_once_enabled() {
         let big = "data:;base64,".to_string() + &"QUFB".repeat(MIN_BYTES);
-        let arc = shared;
 
-        let (a, b) = (arc(&big), arc(&big));
+        let (a, b) = (shared(&big), shared(&big));
         assert!(!Arc::ptr_eq(&a, &b), "off until enabled");
 
         enable();
-        let (c, d) = (arc(&big), arc(&big.clone()));
+        let (c, d) = (shared(&big), shared(&big.clone()));
         assert!(Arc::ptr_eq(&c, &d), "equal texts, one allocation");
         assert_eq!(*c, *big);
 
         let other = big.replace("QUFB", "QkJC");
-        let e = arc(&other);
+        let e = shared(&other);
         assert!(
             !Arc::ptr_eq(&c, &e) && *e == *other,
             "a different text is its own"
         );
 
         let small = "data:,small";
-        let (f, g) = (arc(small), arc(small));
+        let (f, g) = (shared(small), shared(small));
         assert!(
             !Arc::ptr_eq(&f, &g),
             "small strings are copied, not looked up"
@@ -133,7 +132,7 @@ mod tests {
         // Given back by every holder: a new reader of the same text gets a new allocation,
         // and the dead references go when the table is pruned.
         drop((c, d));
-        let h = arc(&big);
+        let h = shared(&big);
         assert_eq!(*h, *big);
         assert_eq!(entries(), 3);
         TABLE.lock().unwrap().prune();
