@@ -27,6 +27,14 @@ grep -qF 'mco-agent feature "fakes"' <<<"$with_fakes" ||
 shipped=$(shipped_features)
 ! grep -qF 'mco-agent feature "fakes"' <<<"$shipped" ||
   fail "the shipped binaries are built with mco-agent's fakes feature: $shipped"
+# FakeNodeApi is in mco-kube (feature `fakes`, turned on by the agent's), which the companion
+# links too
+kube_features() { cargo tree --locked -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -e features,normal -i mco-kube "$@"; }
+grep -qF 'mco-kube feature "fakes"' <<<"$(kube_features --features mco-kube/fakes)" ||
+  fail "cargo tree does not show mco-kube's fakes feature even when asked for it (output changed?)"
+shipped_kube=$(kube_features)
+! grep -qF 'mco-kube feature "fakes"' <<<"$shipped_kube" ||
+  fail "the shipped binaries are built with mco-kube's fakes feature: $shipped_kube"
 fakes='Fake(OsUpdater|Systemd|Rebooter|LoginManager|NodeApi|Cluster)\b'
 for bin in mco-agent mco-firstboot; do
   symbols=$(nm -C "${CARGO_TARGET_DIR:-target}/debug/$bin") || fail "nm $bin"

@@ -2,6 +2,13 @@
 //! the same layer or one below, and the modules of one layer do not import each other in a
 //! circle. The table is the one `src/lib.rs` describes; a new top-level module must be added
 //! to it (the test fails on a module it does not know).
+//!
+//! The workspace's crates point one way too (`docs/architecture.md`, "Crates and binaries"):
+//! a crate's libraries (`[dependencies]`, `[build-dependencies]`) are of a layer below its own,
+//! so `mco-agent` and `mco-companion` (one layer) never link each other, and the Kubernetes
+//! code both use is in `mco-kube` below them. Tests may cross (`[dev-dependencies]`: the
+//! agent's tests fetch configs from the companion's server, the companion's answer the agent's
+//! FleetLock client): that links no shipped binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -169,5 +176,156 @@ fn the_scan_sees_paths_and_skips_comments() {
     assert_eq!(
         found,
         BTreeSet::from(["engine".to_string(), "rootfs".to_string()])
+    );
+}
+
+/// Each crate of the workspace and its layer; a crate may link only crates of a lower layer.
+const CRATE_LAYERS: &[(&str, u8)] = &[
+    ("machine-config", 0),
+    ("mco-test-support", 0),
+    ("mco-kube", 1),
+    ("mco-agent", 2),
+    ("mco-companion", 2),
+    ("mco-firstboot", 3),
+    ("mco-sysroot-status", 3),
+    ("mco-docgen", 4),
+    ("mco-vm-tests", 4),
+    ("mco-cluster-tests", 4),
+];
+
+fn crate_layer(name: &str) -> u8 {
+    CRATE_LAYERS
+        .iter()
+        .find(|(c, _)| *c == name)
+        .map(|(_, l)| *l)
+        .unwrap_or_else(|| panic!("crate `{name}` is not in CRATE_LAYERS of tests/layers.rs"))
+}
+
+/// `crate -> the workspace crates it links` (normal and build dependencies, target-specific
+/// ones included; dev-dependencies left out), read from every member's Cargo.toml.
+fn crate_links() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |path: PathBuf| -> toml::Table {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        text.parse()
+            .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+    };
+    let workspace = read(root.join("Cargo.toml"));
+    let members: Vec<&str> = workspace["workspace"]["members"]
+        .as_array()
+        .expect("workspace.members")
+        .iter()
+        .map(|m| m.as_str().expect("a member path"))
+        .collect();
+    let manifests: Vec<toml::Table> = members
+        .iter()
+        .map(|m| read(root.join(m).join("Cargo.toml")))
+        .collect();
+    let names: BTreeSet<String> = manifests
+        .iter()
+        .map(|m| m["package"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut links = BTreeMap::new();
+    for manifest in &manifests {
+        let name = manifest["package"]["name"].as_str().unwrap().to_string();
+        let mut tables: Vec<&toml::Table> = Vec::new();
+        for key in ["dependencies", "build-dependencies"] {
+            tables.extend(manifest.get(key).and_then(|t| t.as_table()));
+            for target in manifest
+                .get("target")
+                .and_then(|t| t.as_table())
+                .into_iter()
+                .flat_map(|t| t.values())
+            {
+                tables.extend(target.get(key).and_then(|t| t.as_table()));
+            }
+        }
+        let deps: BTreeSet<String> = tables
+            .into_iter()
+            .flat_map(|t| t.iter())
+            .map(|(key, spec)| {
+                // `alias = { package = "real-name", ... }` links `real-name`
+                spec.get("package")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or(key)
+                    .to_string()
+            })
+            .filter(|dep| names.contains(dep))
+            .collect();
+        links.insert(name, deps);
+    }
+    links
+}
+
+/// Every crate `from` links, directly or through others.
+fn linked_closure(links: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_string()];
+    while let Some(next) = todo.pop() {
+        for dep in links.get(&next).into_iter().flatten() {
+            if seen.insert(dep.clone()) {
+                todo.push(dep.clone());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn no_crate_links_a_crate_of_its_own_layer_or_above() {
+    let mut wrong = Vec::new();
+    for (name, deps) in crate_links() {
+        for dep in deps {
+            if crate_layer(&dep) >= crate_layer(&name) {
+                wrong.push(format!(
+                    "{name} (layer {}) links {dep} (layer {})",
+                    crate_layer(&name),
+                    crate_layer(&dep)
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "crate dependencies that do not run down the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn neither_binary_links_the_others_library() {
+    let links = crate_links();
+    for (binary, other) in [
+        ("mco-agent", "mco-companion"),
+        ("mco-companion", "mco-agent"),
+    ] {
+        let closure = linked_closure(&links, binary);
+        assert!(
+            !closure.is_empty(),
+            "{binary} links no workspace crate: the Cargo.toml scan found nothing"
+        );
+        assert!(
+            !closure.contains(other),
+            "{binary} links {other}'s library (through: {closure:?}); \
+             shared code belongs in mco-kube or machine-config"
+        );
+        assert!(
+            closure.contains("mco-kube"),
+            "{binary} no longer links mco-kube: update CRATE_LAYERS and docs/architecture.md"
+        );
+    }
+}
+
+#[test]
+fn the_crate_scan_follows_links_through_other_crates() {
+    let links = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["c".to_string()])),
+        ("c".to_string(), BTreeSet::new()),
+    ]);
+    assert_eq!(
+        linked_closure(&links, "a"),
+        BTreeSet::from(["b".to_string(), "c".to_string()])
     );
 }

@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
-use mco_agent::cluster::{ClusterOptions, DrainMode, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_companion::cluster::drain::{self, schedule::DrainTimings};
+use mco_kube::{ClusterOptions, DrainMode, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_test_support::apiserver::{ServerOptions, Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 use tokio::sync::watch;

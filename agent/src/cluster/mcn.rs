@@ -21,9 +21,7 @@ use serde_json::{Value, json};
 use super::NodeApi;
 use super::error::ClusterError;
 
-/// API version and kind of the object.
-pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
-pub const KIND: &str = "MachineConfigNode";
+pub use mco_kube::kube_mcn::{API_VERSION, KIND};
 
 /// A new MachineConfigNode for `node` (UID `uid`) in `pool`, wanting `desired`.
 pub fn new_object(node: &str, uid: &str, pool: &str, desired: &str) -> Value {

@@ -276,7 +276,7 @@ enum Attempt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::error::Blocker;
+    use crate::error::Blocker;
 
     #[test]
     fn messages_name_pods_and_budgets() {

@@ -8,9 +8,7 @@ use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
     CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_IMAGE, POST_CONFIG_ACTION, REASON, STATE,
 };
-use mco_agent::cluster::{
-    ClusterError, ClusterOptions, DesiredTarget, KubeNodeApi, NodeApi, RetryPolicy,
-};
+use mco_kube::{ClusterError, ClusterOptions, DesiredTarget, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 

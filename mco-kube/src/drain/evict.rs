@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::cluster::objects::Pod;
+use crate::objects::Pod;
 use kube::api::{Api, ListParams};
 use kube::core::Status;
 use serde_json::json;
@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::Drainer;
-use crate::cluster::error::Blocker;
+use crate::error::Blocker;
 
 /// A pod to get rid of.
 #[derive(Debug, Clone)]

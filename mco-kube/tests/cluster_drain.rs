@@ -1,15 +1,12 @@
 //! The agent's drains against the Kubernetes API test server (in process, HTTPS): evictions in
 //! parallel with a separate credential, DaemonSet, mirror and emptyDir pods, a blocking
-//! PodDisruptionBudget named in the error, one that frees up, the controller handshake, and
-//! the `drain`/`uncordon` commands.
+//! PodDisruptionBudget named in the error, one that frees up, the controller handshake. The
+//! agent's `drain`/`uncordon` commands are tested with the agent (`agent/tests/drain_cli.rs`).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
-use mco_agent::cluster::{
-    ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy,
-};
+use mco_kube::{ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
 
@@ -472,99 +469,4 @@ async fn single_replica_nodes_are_not_drained() {
     let events = server.list("events", None);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["message"], "Drain not required, skipping");
-}
-
-fn agent(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mco-agent"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-#[test]
-fn drain_and_uncordon_commands() {
-    let server = cluster();
-    server
-        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
-        .unwrap();
-    server
-        .seed(fixtures::pod("apps", "batch", NODE, &[]))
-        .unwrap();
-    server
-        .seed(fixtures::pdb(
-            "apps",
-            "web",
-            &[("app", "web")],
-            json!({"minAvailable": 1}),
-        ))
-        .unwrap();
-    let kubeconfig = server.kubeconfig().to_str().unwrap().to_string();
-
-    let blocked = agent(&[
-        "drain",
-        "--node",
-        NODE,
-        "--kubeconfig",
-        &kubeconfig,
-        "--timeout",
-        "2s",
-    ]);
-    let stderr = String::from_utf8_lossy(&blocked.stderr);
-    assert_eq!(blocked.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("pod apps/web-1: eviction refused by PodDisruptionBudget \"web\""),
-        "{stderr}"
-    );
-    assert_eq!(pod_names(&server, NODE), ["web-1"]);
-
-    server
-        .patch(
-            "poddisruptionbudgets",
-            Some("apps"),
-            "web",
-            &json!({"spec": {"minAvailable": 0}}),
-            Target::Main,
-        )
-        .unwrap();
-    let drained = agent(&[
-        "drain",
-        "--node",
-        NODE,
-        "--kubeconfig",
-        &kubeconfig,
-        "--timeout",
-        "20s",
-    ]);
-    let stdout = String::from_utf8_lossy(&drained.stdout);
-    assert!(
-        drained.status.success(),
-        "{}",
-        String::from_utf8_lossy(&drained.stderr)
-    );
-    assert!(
-        stdout.contains("evicted pod apps/web-1")
-            && stdout.contains(&format!("node/{NODE} drained")),
-        "{stdout}"
-    );
-    assert_eq!(node(&server)["spec"]["unschedulable"], true);
-
-    let uncordoned = agent(&["uncordon", "--node", NODE, "--kubeconfig", &kubeconfig]);
-    assert!(
-        uncordoned.status.success(),
-        "{}",
-        String::from_utf8_lossy(&uncordoned.stderr)
-    );
-    assert!(node(&server)["spec"].get("unschedulable").is_none());
-
-    let missing = agent(&[
-        "drain",
-        "--node",
-        NODE,
-        "--kubeconfig",
-        "/nonexistent/kubeconfig",
-    ]);
-    assert_eq!(missing.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&missing.stderr).contains("kubeconfig /nonexistent/kubeconfig")
-    );
 }

@@ -9,10 +9,13 @@ use super::error::ClusterError;
 use super::kube_node::KubeNodeApi;
 use super::retry::with_retry;
 
+/// API version and kind of the object.
+pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
+pub const KIND: &str = "MachineConfigNode";
+
 impl KubeNodeApi {
     fn machine_config_nodes(&self) -> Api<DynamicObject> {
-        let gvk =
-            GroupVersionKind::gvk(machine_config::machineconfig::GROUP, "v1", super::mcn::KIND);
+        let gvk = GroupVersionKind::gvk(machine_config::machineconfig::GROUP, "v1", KIND);
         Api::all_with(self.client.clone(), &ApiResource::from_gvk(&gvk))
     }
 

@@ -1,7 +1,7 @@
 //! Which of a node's pods a drain evicts, following kubectl's drain filters with the options
 //! the MCO's drain controller uses (ignore DaemonSets, delete emptyDir data, force).
 
-use crate::cluster::objects::Pod;
+use crate::objects::Pod;
 
 /// The annotation the kubelet puts on a static pod's mirror.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-/// A Pod as the drain reads it (see [`crate::cluster::drain::pods`]).
+/// A Pod as the drain reads it (see [`crate::drain::pods`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Pod {
     /// Name, namespace, uid, annotations (mirror pods), ownerReferences (DaemonSets),
