@@ -14,6 +14,8 @@
 //!    - [`idle_pages`]: the executable's pages handed back to the kernel while the daemon idles.
 //!    - [`system_bus`]: the system bus connection of every D-Bus seam, with its call timeout.
 //! 1. Files of a root
+//!    - [`certs`]: the certificate writer's files from the ControllerConfig (kubelet and cloud
+//!      CAs, registry CAs, the merged pull secret) and the service-CA rotation of kubeconfigs.
 //!    - [`apply`]: applying a current→desired config change to a root (files, units, backups,
 //!      SSH keys, password), validated and decoded before the disk is touched.
 //!    - [`validate`]: on-disk validation with the MCD's messages, every mismatch reported.
@@ -55,6 +57,7 @@ pub mod system_bus;
 
 // 1. Files of a root
 pub mod apply;
+pub mod certs;
 pub mod hooks;
 pub mod input;
 pub mod units;

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("rootfs", 0),
     ("system_bus", 0),
     ("apply", 1),
+    ("certs", 1),
     ("hooks", 1),
     ("input", 1),
     ("units", 1),

@@ -64,6 +64,7 @@
 
 pub mod contents;
 pub mod contents_reader;
+pub mod controller_config;
 pub mod dataurl;
 pub mod diff;
 pub mod document;
@@ -89,6 +90,7 @@ mod tracked;
 
 pub use contents::DecodeError;
 pub use contents_reader::ContentsReader;
+pub use controller_config::ControllerConfig;
 pub use diff::{Changes, ConfigDiff};
 pub use error::{Issue, ParseError};
 pub use ignition::{

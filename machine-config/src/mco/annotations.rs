@@ -39,3 +39,10 @@ pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage"
 pub const ORIGINAL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/original-osimageurl";
 /// On a MachineConfig copy with a layered image in its `osImageURL`: that image.
 pub const OCL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/ocl-osimageurl";
+
+/// The ControllerConfig `resourceVersion` whose certificates the node last wrote.
+pub const LAST_SYNCED_CONTROLLER_CONFIG_RESOURCE_VERSION: &str =
+    "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion";
+/// The ControllerConfig's `service-ca-rotate` value the node last acted on.
+pub const LAST_OBSERVED_SERVER_CA: &str =
+    "machineconfiguration.openshift.io/lastObservedServerCAAnnotation";

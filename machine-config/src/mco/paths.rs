@@ -43,3 +43,22 @@ pub const MERGED_PULL_SECRET: &str = "/etc/mco/internal-registry-pull-secret.jso
 
 /// The kubelet's pull secret (from a MachineConfig): the fallback OS image secret.
 pub const KUBELET_PULL_SECRET: &str = "/var/lib/kubelet/config.json";
+
+/// The kubelet's client CA bundle (`clientCAFile`), kept by the certificate writer from the
+/// ControllerConfig's `kubeAPIServerServingCAData`.
+pub const KUBELET_CA: &str = "/etc/kubernetes/kubelet-ca.crt";
+
+/// The cloud provider's CA bundle, kept by the certificate writer from the ControllerConfig's
+/// `cloudProviderCAData` (a file holding a newline on platforms with none).
+pub const CLOUD_CA_BUNDLE: &str =
+    "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem";
+
+/// Registry CAs: `<registry>/ca.crt` for each of the ControllerConfig's registry bundles
+/// (containers/image reads them when pulling from `<registry>`).
+pub const REGISTRY_CERTS_DIR: &str = "/etc/docker/certs.d";
+
+/// The kubelet's bootstrap kubeconfig, whose API server CA the service-CA rotation updates.
+pub const BOOTSTRAP_KUBECONFIG: &str = "/etc/kubernetes/kubeconfig";
+
+/// The kubelet's kubeconfig (its client certificate; also the agent's credentials).
+pub const KUBELET_KUBECONFIG: &str = "/var/lib/kubelet/kubeconfig";
