@@ -367,6 +367,129 @@ subjects:
     assert!(String::from_utf8_lossy(&moved.stderr).contains("cannot change roleRef"));
 }
 
+/// What the certificate writer and the feature-gate reader read: a ControllerConfig, the
+/// `kubeconfig-data` ConfigMap, FeatureGate/cluster and ClusterVersion/version, applied and
+/// printed as on a cluster (ClusterVersion with its CRD's columns), status through `/status`.
+#[test]
+fn controller_configs_config_maps_and_cluster_config() {
+    let server = TestApiServer::start().unwrap();
+    let objects = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: openshift-machine-config-operator}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kubeconfig-data, namespace: openshift-machine-config-operator}
+data: {ca-bundle.crt: "-----BEGIN CERTIFICATE-----"}
+binaryData: {extra: "eA=="}
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: ControllerConfig
+metadata:
+  name: machine-config-controller
+  annotations: {machineconfiguration.openshift.io/service-ca-rotate: "false"}
+spec:
+  kubeAPIServerServingCAData: Y2E=
+  imageRegistryBundleData: [{file: "reg..5000", data: cmVn}]
+---
+apiVersion: config.openshift.io/v1
+kind: FeatureGate
+metadata: {name: cluster}
+spec: {featureSet: TechPreviewNoUpgrade}
+---
+apiVersion: config.openshift.io/v1
+kind: ClusterVersion
+metadata: {name: version}
+spec: {clusterID: 0d5d5b4e-0000-4000-8000-000000000000}
+"#;
+    let out = apply(&server, "objects.yaml", objects);
+    for created in [
+        "configmap/kubeconfig-data created",
+        "controllerconfig.machineconfiguration.openshift.io/machine-config-controller created",
+        "featuregate.config.openshift.io/cluster created",
+        "clusterversion.config.openshift.io/version created",
+    ] {
+        assert!(out.contains(created), "{out}");
+    }
+    let (header, cells) = row(
+        &kubectl_ok(
+            &server,
+            &["get", "cm", "-n", "openshift-machine-config-operator"],
+        ),
+        "kubeconfig-data",
+    );
+    assert_eq!(header, ["NAME", "DATA", "AGE"]);
+    assert_eq!(cells[1], "2");
+    let (header, _) = row(
+        &kubectl_ok(&server, &["get", "controllerconfigs"]),
+        "machine-config-controller",
+    );
+    assert_eq!(header, ["NAME", "AGE"]);
+
+    for (resource, status) in [
+        (
+            "featuregate/cluster",
+            r#"{"status":{"featureGates":[{"version":"4.18.3","enabled":[{"name":"ImageModeStatusReporting"}],"disabled":[{"name":"IrreconcilableMachineConfig"}]}]}}"#,
+        ),
+        (
+            "clusterversion/version",
+            r#"{"status":{"desired":{"version":"4.18.3"},"history":[{"state":"Completed","version":"4.18.3"}],"conditions":[{"type":"Available","status":"True"},{"type":"Progressing","status":"False","lastTransitionTime":"2026-01-01T00:00:00Z","message":"Cluster version is 4.18.3"}]}}"#,
+        ),
+    ] {
+        kubectl_ok(
+            &server,
+            &[
+                "patch",
+                resource,
+                "--subresource",
+                "status",
+                "--type",
+                "merge",
+                "-p",
+                status,
+            ],
+        );
+    }
+    let (header, cells) = row(&kubectl_ok(&server, &["get", "clusterversion"]), "version");
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "VERSION",
+            "AVAILABLE",
+            "PROGRESSING",
+            "SINCE",
+            "STATUS"
+        ]
+    );
+    assert_eq!(&cells[1..4], ["4.18.3", "True", "False"]);
+    assert!(cells[4].ends_with('d'), "{cells:?}");
+    assert_eq!(cells[5], "Cluster version is 4.18.3");
+    let gates = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "featuregate",
+            "cluster",
+            "-o",
+            "jsonpath={.status.featureGates[0].enabled[0].name}",
+        ],
+    );
+    assert_eq!(gates, "ImageModeStatusReporting");
+    let cc = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "controllerconfig",
+            "machine-config-controller",
+            "-o",
+            "jsonpath={.spec.imageRegistryBundleData[0].file}",
+        ],
+    );
+    assert_eq!(cc, "reg..5000");
+}
+
 const YAML_1_1: &str = r#"
 apiVersion: machineconfiguration.openshift.io/v1
 kind: MachineConfig

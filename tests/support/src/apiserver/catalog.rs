@@ -10,6 +10,7 @@ const MCO: &str = "machineconfiguration.openshift.io";
 const OPERATOR: &str = "operator.openshift.io";
 const RBAC: &str = "rbac.authorization.k8s.io";
 const AUTHORIZATION: &str = "authorization.k8s.io";
+const CONFIG: &str = "config.openshift.io";
 
 /// The verbs of an ordinary stored resource, as discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
@@ -257,6 +258,36 @@ pub static RESOURCES: &[ResourceDef] = &[
         group: OPERATOR,
         plural: "machineconfigurations",
         kind: "MachineConfiguration",
+        status_subresource: true,
+        ..CRD
+    },
+    // ConfigMaps: the MCO's `kubeconfig-data` (the API server's serving CA) among them.
+    ResourceDef {
+        plural: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        short_names: &["cm"],
+        ..BUILTIN
+    },
+    ResourceDef {
+        group: MCO,
+        plural: "controllerconfigs",
+        kind: "ControllerConfig",
+        status_subresource: true,
+        ..CRD
+    },
+    // config.openshift.io: the cluster's feature gates and its version.
+    ResourceDef {
+        group: CONFIG,
+        plural: "featuregates",
+        kind: "FeatureGate",
+        status_subresource: true,
+        ..CRD
+    },
+    ResourceDef {
+        group: CONFIG,
+        plural: "clusterversions",
+        kind: "ClusterVersion",
         status_subresource: true,
         ..CRD
     },

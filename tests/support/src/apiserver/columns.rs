@@ -218,6 +218,37 @@ pub fn columns(def: &ResourceDef) -> Vec<Column> {
             col("Failed", "string", |o| condition(o, "Failed")),
             CRD_AGE,
         ],
+        "configmaps" => vec![
+            NAME,
+            col("Data", "integer", |o| {
+                let count =
+                    |key: &str| o.get(key).and_then(Value::as_object).map_or(0, |d| d.len());
+                json!(count("data") + count("binaryData"))
+            }),
+            AGE,
+        ],
+        "clusterversions" => vec![
+            NAME,
+            col("Version", "string", |o| {
+                o.pointer("/status/history")
+                    .and_then(Value::as_array)
+                    .and_then(|h| h.iter().find(|e| e["state"] == "Completed"))
+                    .map_or(Value::Null, |e| e["version"].clone())
+            }),
+            col("Available", "string", |o| condition(o, "Available")),
+            col("Progressing", "string", |o| condition(o, "Progressing")),
+            col("Since", "date", |o| {
+                conditions_of(o)
+                    .find(|c| c["type"] == "Progressing")
+                    .and_then(|c| c["lastTransitionTime"].as_str())
+                    .map_or(Value::Null, |t| json!(super::table::age_of(t)))
+            }),
+            col("Status", "string", |o| {
+                conditions_of(o)
+                    .find(|c| c["type"] == "Progressing")
+                    .map_or(Value::Null, |c| c["message"].clone())
+            }),
+        ],
         // CRDs without printer columns get the apiextensions default: the age.
         _ if def.custom => vec![NAME, CRD_AGE],
         _ => vec![NAME, AGE],
@@ -238,6 +269,14 @@ fn path(o: &Value, pointer: &str) -> Value {
 }
 
 /// `.status.conditions[?(@.type=="KIND")].status`, null when there is no such condition.
+/// `.status.conditions[*]`.
+fn conditions_of(o: &Value) -> impl Iterator<Item = &Value> {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
 fn condition(o: &Value, kind: &str) -> Value {
     o.pointer("/status/conditions")
         .and_then(Value::as_array)

@@ -12,7 +12,8 @@
 //!   Leases, Roles, ClusterRoles and their bindings, SelfSubjectAccessReviews and
 //!   SelfSubjectRulesReviews, and the MCO's MachineConfigs, MachineConfigPools,
 //!   MachineConfigNodes, MachineOSConfigs, MachineOSBuilds and MachineConfigurations
-//!   (openshift/api), with `/status` where the real type has it.
+//!   (openshift/api), with `/status` where the real type has it; ConfigMaps, the MCO's
+//!   ControllerConfigs and the cluster's FeatureGates and ClusterVersions.
 //! - Discovery, an OpenAPI v3 index (enough for kubectl to skip client-side validation),
 //!   Table output with the real printer columns (`-o wide` included).
 //! - CRUD, merge/JSON/strategic merge patches, watches from a resourceVersion with selectors,

@@ -18,9 +18,12 @@ pub fn wants_table(accept: &str) -> bool {
 
 /// Age as kubectl shows it (`45s`, `12m`, `3h`, `5d`).
 pub fn age(o: &Value) -> String {
-    let Some(created) =
-        str_at(o, "/metadata/creationTimestamp").and_then(|t| humantime::parse_rfc3339(t).ok())
-    else {
+    age_of(str_at(o, "/metadata/creationTimestamp").unwrap_or_default())
+}
+
+/// The age of an RFC 3339 timestamp, as kubectl prints it (`<unknown>` when it is not one).
+pub fn age_of(timestamp: &str) -> String {
+    let Ok(created) = humantime::parse_rfc3339(timestamp) else {
         return "<unknown>".into();
     };
     let secs = SystemTime::now()
