@@ -48,3 +48,57 @@ pub fn package_set(extensions: &[String]) -> BTreeSet<String> {
         })
         .collect()
 }
+
+/// `(extension, packages)` of extensions whose package list changed, as older releases
+/// installed them (the MCO's `LegacyExtensionPackages`): a node that installed them then
+/// still has them.
+pub const LEGACY: &[(&str, &[&str])] = &[("ipsec", &["NetworkManager-libreswan", "libreswan"])];
+
+/// Every package set that makes `extension` installed, the current one first, then the legacy
+/// one (the MCO's `GetAllValidPackageSetsForExtension`). An extension the MCO does not list is
+/// its own package, as on Fedora CoreOS.
+pub fn valid_package_sets(extension: &str) -> Vec<Vec<String>> {
+    let owned = |pkgs: &[&str]| pkgs.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    let mut sets = match packages(extension) {
+        Some(pkgs) => vec![owned(pkgs)],
+        None => vec![vec![extension.to_string()]],
+    };
+    sets.extend(
+        LEGACY
+            .iter()
+            .filter(|(name, _)| *name == extension)
+            .map(|(_, pkgs)| owned(pkgs)),
+    );
+    sets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_sets_of_an_extension() {
+        let cases: &[(&str, &[&[&str]])] = &[
+            ("usbguard", &[&["usbguard"]]),
+            (
+                "ipsec",
+                &[
+                    &[
+                        "NetworkManager-libreswan",
+                        "libreswan",
+                        "openvswitch3.5-ipsec",
+                    ],
+                    &["NetworkManager-libreswan", "libreswan"],
+                ],
+            ),
+            ("fcos-only-tool", &[&["fcos-only-tool"]]),
+        ];
+        for (ext, want) in cases {
+            let want: Vec<Vec<String>> = want
+                .iter()
+                .map(|s| s.iter().map(|p| p.to_string()).collect())
+                .collect();
+            assert_eq!(valid_package_sets(ext), want, "{ext}");
+        }
+    }
+}

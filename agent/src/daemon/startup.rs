@@ -169,6 +169,13 @@ pub async fn validate_current(engine: &Engine) -> Result<bool> {
         .await;
     if v.is_ok() {
         tracing::info!(config = name, "Validated on-disk state");
+        if let Err(reason) = engine.verify_extensions(&current.machine_config).await {
+            engine
+                .reporter()
+                .state(engine.root(), NodeState::Degraded, &reason)
+                .await;
+            return Ok(false);
+        }
         let image = layered_image(&current.machine_config);
         engine.reporter().done(engine.root(), &name, image).await;
         let resumed = Progress::Resumed {

@@ -203,6 +203,9 @@ impl Daemon {
         if !v.is_ok() {
             return self.failed(v.reason()).await;
         }
+        if let Err(reason) = self.engine.verify_extensions(&current.machine_config).await {
+            return self.failed(reason).await;
+        }
         if let Err(e) = self.engine.reporter().cluster().uncordon(name).await {
             return self.failed(format!("failed to uncordon node: {e:#}")).await;
         }

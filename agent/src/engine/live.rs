@@ -11,7 +11,8 @@ use anyhow::{Context, Result};
 use super::Seams;
 use crate::host::reboot::LogindRebooter;
 use crate::host::systemd::DbusSystemd;
-use crate::os::{ClientConfig, DbusOsUpdater};
+use crate::os::{ClientConfig, DbusOsUpdater, RpmQuery, host_os};
+use crate::rootfs::Root;
 
 /// How long connecting to the bus and registering with rpm-ostree may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -92,6 +93,11 @@ pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
             }
             Err(e) => seams.os_unavailable = e.clone(),
         }
+    }
+    // The MCD verifies extension packages on an Enterprise Linux CoreOS only; the running
+    // host's database is the one a reboot changes.
+    if opts.live && Root::open(root).is_ok_and(|r| host_os::is_el(&r)) {
+        seams.packages = Some(Arc::new(RpmQuery::new(root)));
     }
     match (&opts.no_reboot, &bus) {
         (Some(why), _) => seams.no_reboot = why.clone(),

@@ -116,7 +116,7 @@ use crate::apply::ApplyOutcome;
 use crate::hooks::HookOptions;
 use crate::host::reboot::Rebooter;
 use crate::host::systemd::Systemd;
-use crate::os::OsUpdater;
+use crate::os::{InstalledPackages, OsUpdater};
 use crate::rootfs::Root;
 use crate::strategy::Strategy;
 use crate::units::UnitEnablement;
@@ -149,6 +149,10 @@ pub struct Seams {
     pub rebooter: Option<Arc<dyn Rebooter>>,
     /// Why `rebooter` is `None` (`--skip-reboot`, ...).
     pub no_reboot: String,
+    /// The booted OS's RPM database, where extension packages are verified after a reboot
+    /// (the MCD's `verifyExtensionPackages`); `None`: not verified (not an Enterprise Linux
+    /// CoreOS, as upstream, or not the running host).
+    pub packages: Option<Arc<dyn InstalledPackages>>,
 }
 
 /// How the engine runs.

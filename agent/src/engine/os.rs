@@ -1,7 +1,10 @@
-//! The OS part of an update through rpm-ostree ([`OsUpdater`]), in the MCD's order: finish a
+//! The OS part of an update through rpm-ostree ([`OsUpdater`]), in the MCD's order
+//! (`applyOSChanges`, `applyLayeredOSChanges` in upstream `pkg/daemon/update.go`): finish a
 //! transaction left running, `cleanup -p`, undo a kernel-type switch when the image or kernel
 //! type changes, rebase, kernel arguments (the plan's argv), kernel type, extensions. Each
-//! change stages a deployment for the next boot. Also the OS half of validation: booted image
+//! change stages a deployment for the next boot. On a node that follows a built image (image
+//! mode) the image carries the kernel type and the extensions: nothing is layered on top of
+//! it, the step ends after the kernel arguments. Also the OS half of validation: booted image
 //! and kernel arguments.
 
 use anyhow::{Context, Result};
@@ -9,7 +12,7 @@ use machine_config::mco::events::reason;
 use machine_config::mco::image::{layered_image, pinned_by_digest};
 use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::Plan;
-use machine_config::{MachineConfig, kargs};
+use machine_config::{MachineConfig, extensions, kargs};
 
 use super::report::Reporter;
 
@@ -26,6 +29,64 @@ pub(crate) fn plan_changes_os(plan: &Plan) -> bool {
         || plan.kernel_type
         || !plan.extensions.install.is_empty()
         || !plan.extensions.uninstall.is_empty()
+}
+
+/// Whether the update involves a built image: either config carries one (the MCD's
+/// `oclEnabled`, from `newMachineConfigDiff`).
+pub(crate) fn image_mode(old: &MachineConfig, new: &MachineConfig) -> bool {
+    layered_image(old).is_some() || layered_image(new).is_some()
+}
+
+/// Whether the OS step runs even though the plan may change nothing in the OS, as the MCD's
+/// `applyOSChanges` decides: on every image-mode update, and on every update to a config with
+/// a kernel other than the default (so its packages are re-applied with the image).
+pub(crate) fn os_step_always(old: &MachineConfig, new: &MachineConfig) -> bool {
+    image_mode(old, new) || new.kernel_type() != "default"
+}
+
+/// Whether the kernel type and extensions are left out because `new` is a built image that
+/// carries them (the MCD's early return in `applyLayeredOSChanges` when on-cluster layering
+/// is on). A node leaving image mode is not: it rebases to the rendered config's base image,
+/// which needs them layered again (the MCD's revert unit does that at a second boot).
+fn image_carries_packages(new: &MachineConfig) -> bool {
+    layered_image(new).is_some()
+}
+
+/// The MCD's `OSUpdateStarted` message (`osChangesString`), or when nothing in the OS changes
+/// (image mode, a non-default kernel) the kernel the target config runs.
+pub(crate) fn started_message(plan: &Plan, new: &MachineConfig) -> String {
+    let parts = [
+        (plan.os_update, "Upgrading OS"),
+        (plan.diff.extensions_changed, "Installing extensions"),
+        (plan.kernel_type, "Changing kernel type"),
+        (plan.diff.kargs_changed, "Changing kernel arguments"),
+    ];
+    let changes: Vec<&str> = parts.iter().filter(|(c, _)| *c).map(|(_, m)| *m).collect();
+    if changes.is_empty() {
+        format!(
+            "Updating to a target config with {} kernel",
+            new.kernel_type()
+        )
+    } else {
+        changes.join("; ")
+    }
+}
+
+/// The MCD's events as the OS step starts: `InClusterUpgrade` (not for kernel arguments
+/// alone), then `OSUpdateStarted`.
+pub(crate) async fn report_started(
+    reporter: &Reporter,
+    plan: &Plan,
+    old: &MachineConfig,
+    new: &MachineConfig,
+) {
+    if plan.os_update || plan.diff.extensions_changed || plan.kernel_type || image_mode(old, new) {
+        let message = format!("Updating from oscontainer {}", new.spec.os_image_url);
+        reporter.event(reason::IN_CLUSTER_UPGRADE, &message).await;
+    }
+    reporter
+        .event(reason::OS_UPDATE_STARTED, &started_message(plan, new))
+        .await;
 }
 
 /// The MCD's events once the OS changes of `plan` are staged: `OSUpgradeApplied` when the
@@ -149,7 +210,9 @@ pub(crate) async fn stage_changes(
         .context("removing pending deployments (cleanup -p)")?;
     failpoint("engine::os-cleaned")?;
     let booted = running(os).await?;
-    if (plan.os_update || plan.kernel_type)
+    let layering = !image_carries_packages(new);
+    if layering
+        && (plan.os_update || plan.kernel_type)
         && let Some(revert) = PackageChange::revert_kernel(&booted)
     {
         os.update_deployment(&revert)
@@ -162,34 +225,7 @@ pub(crate) async fn stage_changes(
         if booted.image_url().as_deref() == Some(image.as_str()) {
             tracing::info!(image = %image, "Already in desired image {image}");
         } else {
-            if layered_image(new).is_some() {
-                tracing::info!(image = %image, "Updating OS to layered image {image:?}");
-            }
-            if !pinned_by_digest(image) {
-                tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
-            }
-            let progress = |p: Progress| async move {
-                if let Some(r) = pulls {
-                    r.progress(p).await;
-                }
-            };
-            progress(Progress::PullingImage {
-                image: image.clone(),
-            })
-            .await;
-            let pulled = os.rebase(&OsImage::Registry(image.clone())).await;
-            if let Err(e) = &pulled {
-                let failed = Progress::ImagePullFailed {
-                    image: image.clone(),
-                    error: e.to_string(),
-                };
-                progress(failed).await;
-            }
-            pulled.with_context(|| format!("rebasing to {image}"))?;
-            progress(Progress::ImagePulled {
-                image: image.clone(),
-            })
-            .await;
+            rebase(os, image, pulls).await?;
             done.push(format!("rebased to {image}"));
             rebased = Some(image.clone());
         }
@@ -203,24 +239,40 @@ pub(crate) async fn stage_changes(
         done.push(format!("kernel arguments: {}", plan.kargs.join(" ")));
     }
     failpoint("engine::os-kargs")?;
+    if !layering {
+        tracing::info!(
+            image = %image,
+            "the image carries the kernel type and the extensions: nothing is layered on it"
+        );
+        return Ok(Staged { done, rebased });
+    }
     if (plan.os_update || plan.kernel_type)
         && let Some(change) = PackageChange::kernel_type(new.kernel_type())?
     {
+        if old.kernel_type() == new.kernel_type() {
+            tracing::info!("Re-applying kernel type {}", new.kernel_type());
+        } else {
+            tracing::info!("Initiating switch to kernel {}", new.kernel_type());
+        }
         os.update_deployment(&change)
             .await
             .with_context(|| format!("switching to the {} kernel", new.kernel_type()))?;
         done.push(format!("kernel type {}", new.kernel_type()));
     }
-    let ext = &plan.extensions;
-    if !ext.install.is_empty() || !ext.uninstall.is_empty() {
-        let change = PackageChange::extensions(&ext.install, &ext.uninstall);
+    if let Some(change) = extension_change(&booted, old, new) {
+        tracing::info!(
+            install = ?change.install,
+            uninstall = ?change.uninstall,
+            "Applying extensions"
+        );
         os.update_deployment(&change)
             .await
             .context("changing the extensions")?;
+        check_staged_extensions(os, new).await?;
         done.push(format!(
             "extensions: install [{}], uninstall [{}]",
-            ext.install.join(" "),
-            ext.uninstall.join(" ")
+            change.install.join(" "),
+            change.uninstall.join(" ")
         ));
     }
     tracing::info!(
@@ -230,6 +282,97 @@ pub(crate) async fn stage_changes(
         "OS changes staged"
     );
     Ok(Staged { done, rebased })
+}
+
+/// Rebases to `image`, reporting the pull to `pulls`' MachineConfigNode.
+async fn rebase(os: &dyn OsUpdater, image: &str, pulls: Option<&Reporter>) -> Result<()> {
+    tracing::info!(image = %image, "Updating OS to layered image {image:?}");
+    if !pinned_by_digest(image) {
+        tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
+    }
+    let progress = |p: Progress| async move {
+        if let Some(r) = pulls {
+            r.progress(p).await;
+        }
+    };
+    progress(Progress::PullingImage {
+        image: image.to_string(),
+    })
+    .await;
+    let pulled = os.rebase(&OsImage::Registry(image.to_string())).await;
+    if let Err(e) = &pulled {
+        let failed = Progress::ImagePullFailed {
+            image: image.to_string(),
+            error: e.to_string(),
+        };
+        progress(failed).await;
+    }
+    pulled.with_context(|| format!("rebasing to {image}"))?;
+    progress(Progress::ImagePulled {
+        image: image.to_string(),
+    })
+    .await;
+    Ok(())
+}
+
+/// The MCD's `applyExtensions` (`generateExtensionsArgs`): nothing when neither config has
+/// extensions, or both have the same ones on the same image; else the packages `new`'s
+/// extensions need that the booted deployment does not request, and the extension packages it
+/// requests that they no longer need (only packages of an extension are ever removed). `None`
+/// when there is nothing to change ("No extension updates required").
+fn extension_change(
+    booted: &Deployment,
+    old: &MachineConfig,
+    new: &MachineConfig,
+) -> Option<PackageChange> {
+    let (o, n) = (&old.spec, &new.spec);
+    if (o.extensions.is_empty() && n.extensions.is_empty())
+        || (o.extensions == n.extensions && o.os_image_url == n.os_image_url)
+    {
+        return None;
+    }
+    let required = extensions::package_set(&n.extensions);
+    let requested: std::collections::BTreeSet<String> =
+        booted.requested_packages.iter().cloned().collect();
+    // (an extension the MCO does not list is its own package, as on Fedora CoreOS)
+    let mut managed = extensions::package_set(&o.extensions);
+    managed.extend(
+        extensions::SUPPORTED
+            .iter()
+            .flat_map(|(_, pkgs)| pkgs.iter().map(|p| p.to_string())),
+    );
+    let install: Vec<String> = required.difference(&requested).cloned().collect();
+    let uninstall: Vec<String> = requested
+        .iter()
+        .filter(|p| managed.contains(*p) && !required.contains(*p))
+        .cloned()
+        .collect();
+    if install.is_empty() && uninstall.is_empty() {
+        tracing::info!("No extension updates required");
+        return None;
+    }
+    Some(PackageChange::extensions(&install, &uninstall))
+}
+
+/// The MCD's `verifyExtensionsStaged`: every package of `new`'s extensions is requested by
+/// the deployment that boots next.
+async fn check_staged_extensions(os: &dyn OsUpdater, new: &MachineConfig) -> Result<()> {
+    let status = os.status().await.context("reading the staged deployment")?;
+    let next = match status.booted() {
+        Some(_) => status.staged().or_else(|| status.pending()),
+        None => status.default_deployment(),
+    };
+    let next = next.context("no staged deployment found after applying extensions")?;
+    let missing: Vec<String> = extensions::package_set(&new.spec.extensions)
+        .into_iter()
+        .filter(|p| !next.requested_packages.contains(p))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "the following extension packages are missing from the staged deployment: [{}]",
+        missing.join(" ")
+    );
+    Ok(())
 }
 
 /// Removes staged/pending deployments (the rollback of [`stage`]).

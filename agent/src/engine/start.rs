@@ -315,15 +315,13 @@ impl Engine {
                 machine_config::mco::paths::FORCE_FILE
             );
         } else if !first && self.opts.preflight {
-            let v = self.validate_files(&current_mc, &current_ign);
+            // The MCD's preflight check (`runPreflightConfigDriftCheck`): the booted image and
+            // the kernel arguments, then files and units, so a node pivoted by hand goes
+            // Degraded rather than being updated from a state nobody planned.
+            let v = self.validate_node(&current_mc, &current_ign).await;
             if !v.is_ok() {
-                let messages: Vec<String> =
-                    v.mismatches.iter().map(|m| m.message.clone()).collect();
-                let reason = format!(
-                    "unexpected on-disk state validating against {}: {}",
-                    current_mc.name(),
-                    messages.join("; ")
-                );
+                let reason = v.reason();
+                tracing::error!("Preflight config drift check failed: {reason}");
                 self.reporter
                     .event(reason::PREFLIGHT_CONFIG_DRIFT_CHECK_FAILED, &reason)
                     .await;

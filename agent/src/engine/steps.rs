@@ -134,7 +134,7 @@ impl Engine {
                 }
             },
             Step::Writing => match self.write(rec, ctx).await {
-                Ok(()) if os::plan_changes_os(&ctx.plan) => {
+                Ok(()) if self.runs_os_step(&ctx.plan, rec) => {
                     rec.os_staged = true;
                     rec.os_base = self.running_deployment_id().await;
                     Next::Step(Step::Os)
@@ -156,7 +156,11 @@ impl Engine {
                 // A failed post-apply hook leaves the update at this step, not committed:
                 // Degraded, and its retry runs the actions and the failed hook again.
                 Ok(()) => match self.recorded_hooks(rec, &ctx.plan, Phase::PostApply).await {
-                    Ok(()) => Next::Finish(self.complete(rec).await),
+                    // (the MCD verifies the extensions after a rebootless update too)
+                    Ok(()) => match self.verify_extensions(&rec.desired).await {
+                        Ok(()) => Next::Finish(self.complete(rec).await),
+                        Err(reason) => Next::Finish(Outcome::Degraded(reason)),
+                    },
                     Err(reason) => Next::Finish(Outcome::Degraded(reason)),
                 },
                 Err(e) => fail(rec, format!("{e:#}")),
@@ -231,6 +235,14 @@ impl Engine {
         failpoint("engine::written")
     }
 
+    /// Whether the update runs the OS step: when its plan changes the OS, and, with
+    /// rpm-ostree at hand, on every image-mode update and to a non-default kernel, as the
+    /// MCD's `applyOSChanges` does (its events say so even when nothing is staged).
+    fn runs_os_step(&self, plan: &Plan, rec: &UpdateRecord) -> bool {
+        os::plan_changes_os(plan)
+            || (self.checks_os() && os::os_step_always(&rec.current, &rec.desired))
+    }
+
     /// The id of the deployment the node runs now, recorded before staging (`None`, said in
     /// the log, when it cannot be read: an unplanned reboot while staging then rolls back).
     async fn running_deployment_id(&self) -> Option<String> {
@@ -251,12 +263,7 @@ impl Engine {
                 self.seams.os_unavailable
             )
         })?;
-        self.reporter
-            .event(
-                reason::OS_UPDATE_STARTED,
-                &format!("Changing the OS for config {}", rec.desired.name()),
-            )
-            .await;
+        os::report_started(&self.reporter, &ctx.plan, &rec.current, &rec.desired).await;
         if ctx.plan.os_update && !rec.desired.spec.os_image_url.is_empty() {
             // rpm-ostree pulls the image with the cluster's credentials.
             arrange_pull_secret(&self.root).context("arranging the OS image pull secret")?;
@@ -374,6 +381,11 @@ impl Engine {
                 config = rec.desired.name(),
                 "the update took: booted deployment, kernel arguments and files match"
             );
+            // The MCD's last check before Done: the extensions' packages are installed.
+            if let Err(reason) = self.verify_extensions(&rec.desired).await {
+                rec.reason = Some(reason.clone());
+                return Next::Park(Step::NotTaken, Outcome::Degraded(reason));
+            }
             // a bad boot is rolled back first; then the admin's post-boot hooks
             self.reporter.checking_health(rec.desired.name());
             if let Err(problems) = self

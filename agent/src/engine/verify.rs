@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use machine_config::mco::image::layered_image;
 use machine_config::{Config, MachineConfig};
 
 use super::{Engine, os};
@@ -13,7 +14,8 @@ use crate::validate::{ValidationReport, validate, validate_paths};
 /// What validating the node against a config found.
 #[derive(Debug, Clone)]
 pub struct NodeValidation {
-    /// The config's name.
+    /// What was validated against, as the MCD names it in its error: the config's name, or in
+    /// image mode the image (`validateOnDiskStateOrImage`).
     pub config: String,
     /// OS mismatches (MCD messages), or why the OS could not be checked.
     pub os: Vec<String>,
@@ -46,6 +48,12 @@ impl NodeValidation {
     }
 }
 
+/// What a validation against `config` names: the image a node in image mode runs, else the
+/// config (the MCD's `validateOnDiskStateOrImage`).
+pub(crate) fn validated_against(config: &MachineConfig) -> &str {
+    layered_image(config).unwrap_or(config.name())
+}
+
 impl Engine {
     /// Whether OS checks apply: rpm-ostree is there and OS work is not left out.
     pub(crate) fn checks_os(&self) -> bool {
@@ -62,10 +70,28 @@ impl Engine {
             }
         }
         NodeValidation {
-            config: config.name().to_string(),
+            config: validated_against(config).to_string(),
             os: os_problems,
             files: validate(&self.root, config.name(), ign),
         }
+    }
+
+    /// The MCD's check before it calls a node Done in `config` (`updateConfigAndState` →
+    /// `verifyExtensionPackages`): the packages of every extension are installed. `Err` is
+    /// the MCD's reason. Not checked without an RPM database to ask ([`super::Seams::packages`]).
+    pub async fn verify_extensions(&self, config: &MachineConfig) -> Result<(), String> {
+        let Some(db) = &self.seams.packages else {
+            return Ok(());
+        };
+        if config.spec.extensions.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            config = config.name(),
+            "Verifying extension packages are installed for config {}",
+            config.name()
+        );
+        crate::os::verify_extensions(db.as_ref(), &config.spec.extensions).await
     }
 
     /// Validates files and units only (the drift monitor's check).

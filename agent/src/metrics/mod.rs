@@ -18,7 +18,7 @@
 //!
 //! The text is the OpenMetrics exposition (`# EOF` last), which Prometheus scrapes as is.
 
-pub mod host_os;
+pub use crate::os::host_os;
 pub mod kubelet;
 pub mod observer;
 pub mod server;

@@ -8,6 +8,8 @@
 //!   arguments, staged/pending/rollback) by the `mco-sysroot-status` helper, for
 //!   `mco-agent status`; the agent itself does not link libostree.
 //! - [`validate`]: the MCD's two OS checks and their messages.
+//! - [`rpmdb`]: the booted OS's RPM database ([`InstalledPackages`], `rpm -q`), where the
+//!   extension packages are verified after a reboot; [`host_os`]: which OS the root runs.
 //!
 //! Typical use, in the MCD's order (clean up a pending deployment, rebase, then kernel
 //! arguments; upstream `pkg/daemon/update.go`):
@@ -28,9 +30,11 @@ pub mod dbus;
 mod error;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fake;
+pub mod host_os;
 mod kargs;
 mod packages;
 pub mod pull_secret;
+pub mod rpmdb;
 pub mod sysroot;
 mod types;
 pub mod validate;
@@ -44,6 +48,9 @@ pub use fake::{FakeOsUpdater, OsCall};
 pub use kargs::KargsChange;
 pub use packages::PackageChange;
 pub use pull_secret::{PullSecret, arrange_pull_secret};
+#[cfg(any(test, feature = "fakes"))]
+pub use rpmdb::FakeInstalledPackages;
+pub use rpmdb::{InstalledPackages, RpmQuery, verify_extensions};
 pub use sysroot::{SysrootReader, SysrootState};
 pub use types::{
     BootConfig, CleanupTarget, Deployment, KargsTarget, OsImage, OsStatus, TransactionOutcome,

@@ -21,6 +21,7 @@ pub mod reason {
     pub const PREFLIGHT_CONFIG_DRIFT_CHECK_FAILED: &str = "PreflightConfigDriftCheckFailed";
     pub const FAILED_TO_RECONCILE: &str = "FailedToReconcile";
     pub const NODE_DONE: &str = "NodeDone";
+    pub const IN_CLUSTER_UPGRADE: &str = "InClusterUpgrade";
     pub const OS_UPDATE_STARTED: &str = "OSUpdateStarted";
     pub const OS_UPDATE_STAGED: &str = "OSUpdateStaged";
     pub const OS_UPGRADE_APPLIED: &str = "OSUpgradeApplied";

@@ -7,6 +7,7 @@ mod boot_rollback;
 mod boot_rollback_etc;
 mod hooks;
 mod locked;
+mod mcd_os;
 mod progress;
 mod reboot;
 mod rebootless;
@@ -25,7 +26,7 @@ use super::fake::FakeCluster;
 use super::{Engine, EngineOptions, Seams};
 use crate::host::reboot::FakeRebooter;
 use crate::host::systemd::{ActiveState, FakeSystemd};
-use crate::os::FakeOsUpdater;
+use crate::os::{FakeInstalledPackages, FakeOsUpdater};
 use crate::rootfs::Root;
 
 pub(crate) const IMAGE: &str = "quay.io/example/os@sha256:1111";
@@ -38,6 +39,8 @@ pub(crate) struct Node {
     pub systemd: Arc<FakeSystemd>,
     pub os: Arc<FakeOsUpdater>,
     pub rebooter: Arc<FakeRebooter>,
+    /// The booted OS's RPM database (empty: no extension packages).
+    pub packages: Arc<FakeInstalledPackages>,
     boots: std::cell::Cell<u32>,
 }
 
@@ -62,6 +65,7 @@ impl Node {
             systemd: Arc::new(systemd),
             os: Arc::new(FakeOsUpdater::booted("rhcos", IMAGE, "root=LABEL=root rw")),
             rebooter: Arc::new(FakeRebooter::new()),
+            packages: Arc::new(FakeInstalledPackages::default()),
             boots: std::cell::Cell::new(1),
         }
     }
@@ -78,6 +82,7 @@ impl Node {
             os_unavailable: String::new(),
             rebooter: Some(self.rebooter.clone()),
             no_reboot: String::new(),
+            packages: Some(self.packages.clone()),
         }
     }
 

@@ -1,4 +1,5 @@
-//! The host's OS for `mcd_host_os_and_version`, from os-release inside the root.
+//! The host's OS from os-release inside the root: the labels of `mcd_host_os_and_version`, and
+//! whether it is an Enterprise Linux CoreOS (the MCD's `IsEL`: RHCOS or SCOS).
 
 use std::path::Path;
 
@@ -47,6 +48,12 @@ pub fn read(root: &Root) -> Option<(String, String)> {
     })
 }
 
+/// Whether the OS in `root` is an Enterprise Linux CoreOS (RHCOS or SCOS), where the MCD
+/// verifies extension packages (`IsEL`).
+pub fn is_el(root: &Root) -> bool {
+    read(root).is_some_and(|(os, _)| os == "RHCOS" || os == "SCOS")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +97,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::open(dir.path()).unwrap();
         assert_eq!(read(&root), None);
+        assert!(!is_el(&root));
         std::fs::create_dir_all(dir.path().join("usr/lib")).unwrap();
         std::fs::write(
             dir.path().join("usr/lib/os-release"),
@@ -97,6 +105,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read(&root), Some(("FCOS".into(), "41".into())));
+        assert!(!is_el(&root), "Fedora CoreOS is not Enterprise Linux");
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
         std::fs::write(
             dir.path().join("etc/os-release"),
@@ -104,5 +113,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read(&root), Some(("RHCOS".into(), "4.17".into())));
+        assert!(is_el(&root));
     }
 }
