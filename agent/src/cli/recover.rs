@@ -21,7 +21,6 @@ use machine_config::mco::annotations::{DESIRED_CONFIG, REASON, STATE};
 use machine_config::mco::paths::FORCE_FILE;
 
 use self::diagnose::{Action, Findings, Remedy};
-use super::Exit;
 use crate::cli::status::{self, NodeStatus};
 use crate::cluster::{self, ClusterOptions, KubeNodeApi, NodeApi};
 use crate::engine::BOOT_ID_FILE;
@@ -71,7 +70,7 @@ pub struct Args {
 
 /// Diagnoses, proposes, and with confirmation acts.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let root = super::open_root(&args.root)?;
+    let root = Root::open(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -108,15 +107,14 @@ async fn recover(args: &Args, root: &Root) -> Result<ExitCode> {
     println!("\nRemedy: {remedy}");
     if !remedy.acts() {
         return Ok(match remedy {
-            Remedy::CannotHelp { .. } => Exit::NotAsWanted.into(),
+            Remedy::CannotHelp { .. } => ExitCode::from(super::EXIT_FAILURE),
             _ => ExitCode::SUCCESS,
         });
     }
     if !confirmed(args.yes)? {
         println!("Nothing was changed.");
-        return Ok(Exit::NotConfirmed.into());
+        return Ok(ExitCode::from(super::EXIT_FAILURE));
     }
-    super::check_writable(&args.root)?;
     tracing::info!(remedy = %remedy, "mco-agent recover: {remedy}");
     let target = act(root, node.as_ref(), &remedy).await?;
     match args.wait {
@@ -226,8 +224,7 @@ fn confirmed(yes: bool) -> Result<bool> {
     }
     super::ask(
         "Proceed?",
-        "not confirmed: no terminal to ask on (run with --yes to act without one); nothing was \
-         changed",
+        "not confirmed: run with --yes to act without a terminal",
     )
 }
 
@@ -303,5 +300,5 @@ async fn wait_done(
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     println!("Not recovered within {timeout:?}: {last}");
-    Ok(Exit::NotAsWanted.into())
+    Ok(ExitCode::from(super::EXIT_FAILURE))
 }

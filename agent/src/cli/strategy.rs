@@ -5,9 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
-
-use super::{Exit, exit};
+use anyhow::{Result, bail};
 use machine_config::fleetlock::DEFAULT_GROUP;
 
 use crate::strategy::fleet_lock::FleetLockClient;
@@ -96,35 +94,29 @@ impl StrategyArgs {
             || self.fleet_lock_group.is_some()
             || self.fleet_lock_id.is_some();
         if periodic_only && self.strategy != StrategyName::Periodic {
-            return Err(exit::error(
-                Exit::Usage,
-                "--window, --time-zone and --rebootless-outside-windows are for --strategy periodic",
-            ));
+            bail!(
+                "--window, --time-zone and --rebootless-outside-windows are for --strategy periodic"
+            );
         }
         if lock_only && self.strategy != StrategyName::FleetLock {
-            return Err(exit::error(
-                Exit::Usage,
-                "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock",
-            ));
+            bail!(
+                "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock"
+            );
         }
         let kind = match self.strategy {
             StrategyName::Immediate => Kind::Immediate,
             StrategyName::Periodic => Kind::Periodic {
                 schedule: Schedule::new(self.windows.clone(), &self.time_zone).map_err(|e| {
-                    exit::error(
-                        Exit::InvalidInput,
-                        format!("--strategy periodic: {e} (--window, --time-zone)"),
-                    )
+                    anyhow::anyhow!("--strategy periodic: {e} (--window, --time-zone)")
                 })?,
                 rebootless_anytime: self.rebootless_outside_windows,
             },
             StrategyName::FleetLock => {
                 let Some(url) = self.fleet_lock_url.as_deref().or(ctx.config_server) else {
-                    return Err(exit::error(
-                        Exit::Usage,
+                    bail!(
                         "--strategy fleet_lock needs --fleet-lock-url (or a --config-server, \
-                         where mco-companion serves FleetLock)",
-                    ));
+                         where mco-companion serves FleetLock)"
+                    );
                 };
                 let group = self
                     .fleet_lock_group

@@ -47,6 +47,13 @@ impl Authenticator {
         token
     }
 
+    /// The identity a bearer token stands for, if the server issued it (a TokenReview's
+    /// answer), with `system:authenticated`.
+    pub fn identity_of_token(&self, token: &str) -> Option<Identity> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.get(token).map(|id| id.clone().authenticated())
+    }
+
     /// A client certificate for `identity` (CN = user, O = its first group: one organisation
     /// is all the certificate generator writes; use a token for more groups).
     pub fn client_cert(&self, identity: &Identity) -> Result<CertifiedKey> {
@@ -84,10 +91,8 @@ impl Authenticator {
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim)
                 .ok_or_else(ApiError::unauthorized)?;
-            let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-            return tokens
-                .get(token)
-                .map(|id| id.clone().authenticated())
+            return self
+                .identity_of_token(token)
                 .ok_or_else(ApiError::unauthorized);
         }
         if self.anonymous || public {

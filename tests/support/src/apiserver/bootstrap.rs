@@ -82,6 +82,14 @@ pub fn objects() -> Vec<Value> {
             json!([{"nonResourceURLs": ["/livez", "/readyz", "/healthz", "/version", "/version/"], "verbs": ["get"]}]),
         ),
         cluster_role("system:node", node_rules),
+        // what a delegating server needs to authenticate and authorize its own clients
+        cluster_role(
+            "system:auth-delegator",
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            ]),
+        ),
         binding("cluster-admin", &[MASTERS]),
         binding("system:discovery", &[AUTHENTICATED]),
         binding("system:basic-user", &[AUTHENTICATED]),

@@ -219,6 +219,17 @@ pub static RESOURCES: &[ResourceDef] = &[
         ..REVIEW
     },
     ResourceDef {
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+        ..REVIEW
+    },
+    ResourceDef {
+        group: "authentication.k8s.io",
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        ..REVIEW
+    },
+    ResourceDef {
         group: MCO,
         plural: "machineconfigs",
         kind: "MachineConfig",

@@ -192,6 +192,14 @@ async fn serve(
         Route::Groups => json_response(200, &registry::group_list()),
         Route::Group(g) => discovery(registry::group(&g)),
         Route::GroupVersion(g, v) => discovery(registry::resource_list(&g, &v)),
+        Route::OpenApiV2 => {
+            let mut r = Response::new(full(openapi::v2_document()));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(openapi::V2_PROTOBUF),
+            );
+            r
+        }
         Route::OpenApiV3(None) => json_response(200, &openapi::root()),
         Route::OpenApiV3(Some(gv)) => discovery(openapi::group_version(&gv)),
         Route::OpenApi | Route::NotFound => discovery(None),

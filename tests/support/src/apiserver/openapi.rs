@@ -4,6 +4,11 @@
 //! reads exactly this to learn that the server validates fields itself, and then skips
 //! client-side schema validation (which would need the full schemas). No schemas are served;
 //! `fieldValidation` is accepted and not enforced.
+//!
+//! kubectl asks `/openapi/v2` (protobuf) for the kinds whose v3 document has no PATCH
+//! operation (reviews: it validates them on the client): the v2 document is served without
+//! definitions, so kubectl finds no schema and leaves validation to the server, as it does for
+//! every other kind here.
 
 use serde_json::{Map, Value, json};
 
@@ -11,6 +16,21 @@ use super::registry::{RESOURCES, ResourceDef};
 
 fn gv_path(def: &ResourceDef) -> String {
     def.prefix().trim_start_matches('/').to_string()
+}
+
+/// The content type of the protobuf OpenAPI v2 document.
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `/openapi/v2` in protobuf (gnostic's `openapi_v2.Document`): `swagger: "2.0"` and the
+/// `info` block, no paths and no definitions.
+pub fn v2_document() -> Vec<u8> {
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(number << 3) | 2, bytes.len() as u8];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let info = [field(1, b"Kubernetes"), field(2, b"v1.33.0")].concat();
+    [field(1, b"2.0"), field(2, &info)].concat()
 }
 
 /// `/openapi/v3`: the group-versions and where their documents are.

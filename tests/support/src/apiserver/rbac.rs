@@ -105,8 +105,12 @@ impl Grant {
     fn describe(&self, subject: &Value) -> String {
         let kind = str_at(subject, "/kind").unwrap_or_default();
         let mut name = str_at(subject, "/name").unwrap_or_default().to_string();
-        if let Some(ns) = str_at(subject, "/namespace").filter(|ns| !ns.is_empty()) {
-            name = format!("{ns}/{name}");
+        if kind == "ServiceAccount" {
+            // kube's describeSubject: name, then namespace (the binding's when left out)
+            let ns = str_at(subject, "/namespace")
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or(&self.binding_namespace);
+            name = format!("{name}/{ns}");
         }
         let binding = if self.binding_namespace.is_empty() {
             self.binding.clone()

@@ -103,8 +103,12 @@ impl Call<'_> {
                     } else {
                         self.json_body()?
                     };
-                    let review =
-                        reviews::answer(def, self.state.authorization, store, self.who, body)?;
+                    let reviewer = reviews::Reviewer {
+                        mode: self.state.authorization,
+                        store,
+                        authn: &self.state.authn,
+                    };
+                    let review = reviews::answer(def, &reviewer, self.who, body)?;
                     Ok(json_response(201, &review))
                 }
                 _ => Err(ApiError::method_not_allowed(format!(

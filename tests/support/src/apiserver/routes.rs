@@ -12,6 +12,8 @@ pub enum Route {
     Group(String),
     GroupVersion(String, String),
     OpenApi,
+    /// `/openapi/v2`: the one document of OpenAPI v2.
+    OpenApiV2,
     /// `/openapi/v3` (None) or `/openapi/v3/<gv path>`.
     OpenApiV3(Option<String>),
     Resource(ResourcePath),
@@ -31,6 +33,7 @@ pub fn parse(path: &str) -> Route {
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiV3(None),
         ["openapi", "v3", rest @ ..] => Route::OpenApiV3(Some(rest.join("/"))),
         ["openapi", ..] => Route::OpenApi,
@@ -96,7 +99,8 @@ mod tests {
             ("/apis", Route::Groups),
             ("/apis/policy", Route::Group("policy".into())),
             ("/version", Route::Version),
-            ("/openapi/v2", Route::OpenApi),
+            ("/openapi/v2", Route::OpenApiV2),
+            ("/openapi/v1", Route::OpenApi),
             ("/openapi/v3", Route::OpenApiV3(None)),
             (
                 "/openapi/v3/apis/policy/v1",
