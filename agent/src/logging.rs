@@ -7,7 +7,12 @@
 //! `RUST_LOG`, else the binary's default (`info` for the daemon, `warn` for interactive commands
 //! whose output is their result).
 //!
+//! One-shot commands (everything but the daemon) log for people instead ([`init_command`],
+//! [`human`]): `warning: …` lines on stderr, their own crates' only unless `-v`.
+//!
 //! Never log file contents or secrets: log paths, sizes, hashes and names instead.
+
+pub mod human;
 
 use tracing_journald::{Priority, PriorityMappings};
 use tracing_subscriber::EnvFilter;
@@ -91,6 +96,7 @@ pub fn init(
     };
     let stderr = tracing_subscriber::fmt::layer()
         .compact()
+        .with_ansi(human::stderr_colour())
         .with_writer(std::io::stderr);
     registry
         .with(stderr)
@@ -102,27 +108,36 @@ pub fn init(
     Ok(LogSink::Stderr)
 }
 
-/// Installs the logger of an admin command that changes the node (`recover`): its decisions
-/// go to the journal whenever journald can be reached (at `info`, under `identifier`, so
-/// `journalctl -u mco-agent` or `-t mco-agent` shows who did what, also when run from a shell),
-/// and to stderr at `warn` (`RUST_LOG` overrides), so the terminal shows what goes wrong.
-pub fn init_admin(identifier: &str) -> Result<LogSink, LoggingError> {
+/// Installs the logger of a one-shot command: lines for people on stderr ([`human`]; the
+/// filter [`human::filter_for`] `verbose`, or `RUST_LOG`). With `journal`, for a command that
+/// changes the node (`recover`, `rollback`, `pivot`), its decisions also go to the journal
+/// whenever journald can be reached (at `info`, under `identifier`, so `journalctl -u
+/// mco-agent` or `-t mco-agent` shows who did what, also when run from a shell).
+pub fn init_command(identifier: &str, verbose: u8, journal: bool) -> Result<LogSink, LoggingError> {
     use tracing_subscriber::Layer as _;
     let stderr = tracing_subscriber::fmt::layer()
-        .compact()
+        .event_format(human::Human {
+            colour: human::stderr_colour(),
+        })
         .with_writer(std::io::stderr)
-        .with_filter(filter(None, "warn")?);
-    let journald = tracing_journald::layer().ok().map(|layer| {
-        layer
-            .with_priority_mappings(PriorityMappings {
-                info: Priority::Informational,
-                debug: Priority::Debug,
-                ..PriorityMappings::new()
-            })
-            .with_syslog_identifier(identifier.to_owned())
-            .with_field_prefix(Some(JOURNAL_FIELD_PREFIX.to_owned()))
-            .with_filter(EnvFilter::new("info"))
-    });
+        .with_filter(filter(
+            (verbose > 0).then(|| human::filter_for(verbose)).as_deref(),
+            &human::filter_for(0),
+        )?);
+    let journald = journal
+        .then(|| tracing_journald::layer().ok())
+        .flatten()
+        .map(|layer| {
+            layer
+                .with_priority_mappings(PriorityMappings {
+                    info: Priority::Informational,
+                    debug: Priority::Debug,
+                    ..PriorityMappings::new()
+                })
+                .with_syslog_identifier(identifier.to_owned())
+                .with_field_prefix(Some(JOURNAL_FIELD_PREFIX.to_owned()))
+                .with_filter(EnvFilter::new("info"))
+        });
     let sink = if journald.is_some() {
         LogSink::Journald
     } else {

@@ -133,7 +133,8 @@ fn a_bad_fragment_stops_start_before_it_does_anything() {
     let root = dir.path().join("node");
     std::fs::create_dir_all(&root).unwrap();
     let out = agent(r, &[], &["start", "--root", root.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    // invalid input (docs/agent.md, "Exit codes")
+    assert_eq!(out.status.code(), Some(65));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let file = r.join("etc/mco-agent/config.d/50-typo.toml");
     assert!(

@@ -170,7 +170,8 @@ fn bad_policy_is_one_error_line() {
         "--policy",
         &policy.display().to_string(),
     ]));
-    assert_eq!((code, stdout.as_str()), (1, ""));
+    // invalid input (docs/agent.md, "Exit codes")
+    assert_eq!((code, stdout.as_str()), (65, ""));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.starts_with(&format!(

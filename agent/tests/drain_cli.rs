@@ -122,7 +122,7 @@ fn drain_and_uncordon_commands() {
         "--kubeconfig",
         "/nonexistent/kubeconfig",
     ]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(65));
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("kubeconfig /nonexistent/kubeconfig")
     );

@@ -256,7 +256,8 @@ fn a_policy_file_decides_the_post_update_actions() {
             &missing.display().to_string(),
         ],
     );
-    assert_eq!((code, stdout.as_str()), (1, ""));
+    // invalid input (docs/agent.md, "Exit codes")
+    assert_eq!((code, stdout.as_str()), (65, ""));
     assert!(
         stderr.contains(&format!("reading {}", missing.display())),
         "{stderr}"

@@ -220,12 +220,18 @@ async fn plain_documents_are_used_as_they_are_with_the_ignition_accept_header() 
     );
 }
 
-/// Runs a failing once-from and checks the message and that the root did not change.
-async fn refused(source: &str, extra: &[&str], expected: &[&str]) {
+/// Exit codes (docs/agent.md, "Exit codes"): a config that could not be fetched, and what was
+/// given wrong.
+const FAILED: i32 = 3;
+const INVALID_INPUT: i32 = 65;
+
+/// Runs a failing once-from and checks its exit code, the message and that the root did not
+/// change.
+async fn refused(source: &str, extra: &[&str], exit: i32, expected: &[&str]) {
     let (_dir, root) = new_root();
     let before = snapshot(&root);
     let (stdout, stderr, code) = once_from(source, &root, extra).await;
-    assert_eq!(code, 1, "{source}: {stdout}{stderr}");
+    assert_eq!(code, exit, "{source}: {stdout}{stderr}");
     for e in expected {
         assert!(stderr.contains(e), "{source}: expected {e:?} in:\n{stderr}");
     }
@@ -240,6 +246,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &format!("{base}/configs/chrony.yaml"),
         &[],
+        INVALID_INPUT,
         &[&format!(
             "error: {base}/configs/chrony.yaml: a plain http:// config source is neither \
              authenticated nor encrypted (anyone on the way can read or change what this node \
@@ -254,6 +261,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &format!("{base}/missing"),
         insecure,
+        FAILED,
         &[&format!(
             "error: {base}/missing answered 404 Not Found: no such config"
         )],
@@ -262,6 +270,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &format!("{base}/broken"),
         insecure,
+        FAILED,
         &[&format!(
             "error: {base}/broken answered 500 Internal Server Error: render failed"
         )],
@@ -275,6 +284,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &url,
         insecure,
+        FAILED,
         &[
             &format!("error: cannot reach {url}: "),
             "Connection refused",
@@ -292,10 +302,11 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &companion.url,
         &["--ca", other_file.to_str().unwrap()],
+        FAILED,
         &[&tls_failed, "UnknownIssuer"],
     )
     .await;
-    refused(&companion.url, &[], &[&tls_failed]).await;
+    refused(&companion.url, &[], FAILED, &[&tls_failed]).await;
 
     // Bad local input.
     let not_pem = dir.path().join("not.pem");
@@ -303,6 +314,7 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
     refused(
         &companion.url,
         &["--ca", not_pem.to_str().unwrap()],
+        INVALID_INPUT,
         &["no certificate in the CA file"],
     )
     .await;
@@ -312,12 +324,14 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
             .display()
             .to_string(),
         &["--ca", not_pem.to_str().unwrap()],
+        INVALID_INPUT,
         &["--ca is for an https:// URL"],
     )
     .await;
     refused(
         "ftp://example.com/x",
         &[],
+        INVALID_INPUT,
         &["error: ftp://example.com/x: a ftp:// URL; only http:// and https:// are fetched"],
     )
     .await;

@@ -76,7 +76,8 @@ async fn a_drifted_degraded_node_is_reapplied_without_a_reboot() {
 
     // Without --yes and without a terminal: the remedy is shown, nothing changes.
     let (out, code) = recover(&node, &[]);
-    assert_eq!(code, 1, "{out}");
+    // not confirmed: nothing changed (docs/agent.md, "Exit codes")
+    assert_eq!(code, 4, "{out}");
     assert!(
         out.contains(&format!("content mismatch for file \"{BASE_FILE}\"")),
         "{out}"
@@ -87,7 +88,10 @@ async fn a_drifted_degraded_node_is_reapplied_without_a_reboot() {
         )),
         "{out}"
     );
-    assert!(out.contains("not confirmed: run with --yes"), "{out}");
+    assert!(
+        out.contains("not confirmed: no terminal to ask on (run with --yes"),
+        "{out}"
+    );
     assert!(!node.path(FORCE_FILE).exists());
     assert_eq!(node.read(BASE_FILE).as_deref(), Some("edited by hand\n"));
 
@@ -150,6 +154,7 @@ async fn without_the_cluster_a_node_cannot_be_retargeted() {
         "{out}"
     );
     let (out, code) = recover(&node, &["--no-cluster", "--action", "retarget", "--yes"]);
+    // no remedy applies: the node stays as it is (docs/agent.md, "Exit codes")
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("the cluster could not be reached"), "{out}");
     assert!(!node.path(FORCE_FILE).exists());

@@ -122,7 +122,8 @@ fn bad_config_is_one_error_line() {
         "--root",
         &root,
     ]));
-    assert_eq!((code, stdout.as_str()), (1, ""));
+    // invalid input (docs/agent.md, "Exit codes")
+    assert_eq!((code, stdout.as_str()), (65, ""));
     assert_eq!(
         stderr,
         format!(
@@ -185,7 +186,7 @@ fn malformed_base64_is_the_parse_error_whether_or_not_the_file_is_compared() {
     for (i, (path, source, why, root)) in cases.into_iter().enumerate() {
         let config = config_with(&d, &format!("bad-{i}.json"), path, source);
         let (stdout, stderr, code) = text(&run(&["validate", "--config", &config, "--root", root]));
-        assert_eq!((code, stdout.as_str()), (1, ""), "{path} {source}");
+        assert_eq!((code, stdout.as_str()), (65, ""), "{path} {source}");
         let want = format!(
             "error: {config}: $.storage.files.1.contents.source: file \"{path}\": invalid data URL: bad base64 data: "
         );

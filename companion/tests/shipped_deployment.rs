@@ -1,5 +1,7 @@
 //! The shipped Deployment (`manifests/companion.yaml`) runs a command line this companion
-//! accepts, and mounts every path its arguments name.
+//! accepts, with client authentication on, and mounts every path its arguments name; the
+//! shipped NetworkPolicy (`manifests/networkpolicy.yaml`) admits the machine network to the
+//! config server's ports and no pod.
 
 use clap::Parser as _;
 use mco_companion::cli::{Cli, Command};
@@ -26,7 +28,12 @@ fn the_deployments_arguments_parse_and_name_mounted_paths() {
         .iter()
         .map(|m| m["mountPath"].as_str().unwrap())
         .collect();
-    let mut paths = vec![serve.cert, serve.key];
+    // nodes prove their names (per-node configs, FleetLock): client authentication is on
+    let client_ca = serve
+        .client_ca
+        .clone()
+        .expect("the shipped Deployment passes --client-ca");
+    let mut paths = vec![serve.cert, serve.key, client_ca];
     paths.extend(serve.kubeconfig);
     paths.extend(serve.bootstrap_tokens);
     for path in paths {
@@ -45,4 +52,55 @@ fn the_deployments_arguments_parse_and_name_mounted_paths() {
         .expect("a bootstrap-tokens volume");
     // a cluster without tokens still starts the pod
     assert_eq!(tokens["secret"]["optional"], Value::Bool(true));
+}
+
+#[test]
+fn the_network_policy_admits_the_machine_network_to_the_config_servers_ports_only() {
+    let policy = mco_test_support::shipped::object("NetworkPolicy", "mco-companion")
+        .expect("manifests/ ships a NetworkPolicy for the companion");
+    let deployment = mco_test_support::shipped::object("Deployment", "mco-companion").unwrap();
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let spec = &policy["spec"];
+    assert_eq!(
+        policy["metadata"]["namespace"],
+        deployment["metadata"]["namespace"]
+    );
+    for (key, value) in spec["podSelector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &pod_labels[key], value,
+            "the policy does not select the companion's pod"
+        );
+    }
+    assert_eq!(spec["policyTypes"], serde_json::json!(["Ingress"]));
+    let rules = spec["ingress"].as_array().unwrap();
+    assert!(!rules.is_empty());
+    let container_port =
+        deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+            .clone();
+    for rule in rules {
+        // an empty or missing `from` admits every source, a pod or namespace selector pods
+        let from = rule["from"]
+            .as_array()
+            .expect("each rule names its sources");
+        assert!(!from.is_empty());
+        for peer in from {
+            assert!(
+                peer.get("podSelector").is_none() && peer.get("namespaceSelector").is_none(),
+                "a rule admits pods: {peer}"
+            );
+            assert!(peer["ipBlock"]["cidr"].is_string(), "{peer}");
+        }
+        let ports: Vec<&Value> = rule["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["port"])
+            .collect();
+        assert!(ports.contains(&&container_port), "{ports:?}");
+        assert!(
+            ports
+                .iter()
+                .all(|p| [22623, 22624].contains(&p.as_i64().unwrap_or(0)))
+        );
+    }
 }

@@ -224,3 +224,31 @@ fn a_bad_pages_directory_writes_nothing() {
         );
     }
 }
+
+#[test]
+fn the_agent_pages_exit_codes_are_the_agents() {
+    use mco_docgen::handwritten::Block;
+    let known: Vec<String> = mco_agent::cli::Exit::ALL
+        .iter()
+        .map(|e| format!("`{}`", e.code()))
+        .collect();
+    let pages = mco_docgen::all_pages();
+    let agent_pages: Vec<_> = pages
+        .iter()
+        .filter(|p| p.name.starts_with("mco-agent"))
+        .collect();
+    assert!(agent_pages.len() > 10, "{}", agent_pages.len());
+    for page in agent_pages {
+        let hand = mco_docgen::read_hand_written(&pages_dir(), page).unwrap();
+        let section = hand.section("EXIT STATUS").unwrap();
+        for block in &section.blocks {
+            if let Block::Item { term, .. } = block {
+                assert!(
+                    known.contains(term),
+                    "{}: exit status {term} is not one of mco-agent's ({known:?})",
+                    page.name
+                );
+            }
+        }
+    }
+}

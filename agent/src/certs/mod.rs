@@ -11,7 +11,7 @@
 //!    administrator's, `<registry>` being the bundle's `file` with `..` made `:`; a directory
 //!    under `certs.d` that no bundle names is removed with what it holds.
 //!
-//! The rules ([`files`]): data that does not end in a newline gets one, so empty data is a file
+//! The rules (module `files`): data that does not end in a newline gets one, so empty data is a file
 //! holding `"\n"` (never a deletion); an existing file keeps its mode and owner, a new one is
 //! 0644 root:root in directories created 0755 (the pull secret: 0600, it holds credentials);
 //! every write is atomic and durable (temp file, fsync, rename, fsync of the directory), and a

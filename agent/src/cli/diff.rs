@@ -7,7 +7,7 @@ use anyhow::Result;
 use machine_config::diff::Changes;
 use machine_config::plan::{Plan, PolicyOptions};
 
-use super::diff_hooks;
+use super::{Classify, Exit, diff_hooks};
 use crate::input::LoadedConfig;
 use crate::input::policy::read_policy_file;
 
@@ -40,18 +40,18 @@ pub struct Args {
 
 /// Prints the plan; exit 0 when reconcilable, 2 when not.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let old = LoadedConfig::read(&args.old)?;
-    let new = LoadedConfig::read(&args.new)?;
+    let old = LoadedConfig::read(&args.old).invalid_input()?;
+    let new = LoadedConfig::read(&args.new).invalid_input()?;
     let mut opts = PolicyOptions {
         arch: std::env::consts::ARCH.to_string(),
         ..PolicyOptions::default()
     };
     if let Some(path) = &args.policy {
-        let file = read_policy_file(path)?;
+        let file = read_policy_file(path).invalid_input()?;
         opts.policies = file.policies;
         opts.overrides = file.overrides;
     }
-    let plan = Plan::new(&old.machine_config, &new.machine_config, &opts)?;
+    let plan = Plan::new(&old.machine_config, &new.machine_config, &opts).invalid_input()?;
     let mut hooks = if plan.reconcilable {
         diff_hooks::planned(&old.ignition, &new.ignition, &plan)?
     } else {
@@ -87,9 +87,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
     }
     Ok(if !plan.reconcilable {
-        ExitCode::from(super::EXIT_UNRECONCILABLE)
+        Exit::Unreconcilable.into()
     } else if !checks_ok {
-        ExitCode::from(super::EXIT_FAILURE)
+        Exit::NotAsWanted.into()
     } else {
         ExitCode::SUCCESS
     })

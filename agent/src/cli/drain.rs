@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::cluster::{self, DrainOptions, Drainer, RetryPolicy};
+use super::{Classify, Exit, exit};
+use crate::cluster::{self, DrainError, DrainOptions, Drainer, RetryPolicy};
 
 /// Arguments of `drain`.
 #[derive(Debug, clap::Args)]
@@ -50,10 +51,10 @@ async fn drainer(
     eviction: Option<&Path>,
     options: DrainOptions,
 ) -> Result<Drainer> {
-    let node = cluster::node_name(Some(node))?;
-    let node_client = cluster::client_from_kubeconfig(kubeconfig).await?;
+    let node = cluster::node_name(Some(node)).invalid_input()?;
+    let node_client = client(kubeconfig).await?;
     let pods_client = match eviction {
-        Some(path) => cluster::client_from_kubeconfig(path).await?,
+        Some(path) => client(path).await?,
         None => node_client.clone(),
     };
     Ok(Drainer::new(
@@ -63,6 +64,26 @@ async fn drainer(
         options,
         RetryPolicy::default(),
     ))
+}
+
+/// A client with the credentials of `kubeconfig`; a file that does not exist is invalid
+/// input.
+async fn client(kubeconfig: &Path) -> Result<kube::Client> {
+    if !kubeconfig.exists() {
+        return Err(exit::error(
+            Exit::InvalidInput,
+            format!("--kubeconfig {}: no such file", kubeconfig.display()),
+        ));
+    }
+    cluster::client_from_kubeconfig(kubeconfig)
+        .await
+        .map_err(|e| {
+            let exit = match e {
+                cluster::ClusterError::Kubeconfig { .. } => Exit::InvalidInput,
+                _ => Exit::Failed,
+            };
+            exit::classified(exit, None, e.into())
+        })
 }
 
 /// Cordons and drains; exit 1 naming the pods (and their PodDisruptionBudgets) left.
@@ -80,7 +101,14 @@ pub fn run_drain(args: &DrainArgs) -> Result<ExitCode> {
             options,
         )
         .await?;
-        let report = drainer.drain().await?;
+        let report = drainer.drain().await.map_err(|e| {
+            // pods that block are the node's state; anything else kept the drain from working
+            let exit = match e {
+                DrainError::Blocked { .. } => Exit::NotAsWanted,
+                _ => Exit::Failed,
+            };
+            exit::classified(exit, None, e.into())
+        })?;
         for pod in &report.removed {
             println!("evicted pod {pod}");
         }

@@ -7,10 +7,12 @@ pub mod config_file;
 pub mod diff;
 pub mod diff_hooks;
 pub mod drain;
+pub mod exit;
 pub mod hook_args;
 pub mod once_from;
 pub mod pivot;
 pub mod recover;
+pub mod report;
 pub mod rollback;
 pub mod start;
 pub mod status;
@@ -23,17 +25,16 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// Exit code of a failed command (bad input, I/O error, refusal).
-pub const EXIT_FAILURE: u8 = 1;
-/// Exit code of `validate` when the disk does not match.
-pub const EXIT_MISMATCH: u8 = 1;
-/// Exit code of `diff` and `once-from` when the change is not reconcilable.
-pub const EXIT_UNRECONCILABLE: u8 = 2;
+pub use self::exit::{Classify, Exit};
 
 /// Node agent for MachineConfigs on ostree-based nodes.
 #[derive(Debug, Parser)]
 #[command(name = "mco-agent", version)]
 pub struct Cli {
+    /// Say more: `-v` the command's progress and other components' warnings, `-vv` debug
+    /// messages (`RUST_LOG` sets any filter). The daemon logs its progress anyway.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -80,14 +81,12 @@ pub struct Parsed {
     pub config_shown: Option<String>,
 }
 
-/// Parses `argv` (with the binary's name first). Usage errors, `--help` and `--version` exit as
-/// clap makes them; a bad configuration fragment is an error naming its file, line and key.
+/// Parses `argv` (with the binary's name first). A usage error, `--help` or `--version` is the
+/// [`clap::Error`] that says it (see [`clap_exit`]); a bad configuration fragment is an error
+/// naming its file, line and key.
 pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
     let command = Cli::command();
-    let matches = command
-        .clone()
-        .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| e.exit());
+    let matches = command.clone().try_get_matches_from(&argv)?;
     // the subcommand whose options the fragments set, and how many words name it
     let words = match matches.subcommand() {
         Some(("start", _)) => 1,
@@ -103,7 +102,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
     let start = command
         .find_subcommand("start")
         .context("the start subcommand")?;
-    let settings = config_file::load(&config_file::config_root(), start)?;
+    let settings = config_file::load(&config_file::config_root(), start).invalid_input()?;
     let options = |m: &clap::ArgMatches| -> Option<clap::ArgMatches> {
         match words {
             1 => m.subcommand_matches("start").cloned(),
@@ -132,10 +131,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
                 .flat_map(|(_, args)| args)
                 .map(OsString::from),
         );
-        command
-            .clone()
-            .try_get_matches_from(&argv)
-            .unwrap_or_else(|e| e.exit())
+        command.clone().try_get_matches_from(&argv)?
     };
     let config_shown = match words {
         2 => {
@@ -154,13 +150,66 @@ pub(crate) fn ask(question: &str, no_terminal: &str) -> Result<bool> {
     use std::io::{BufRead, IsTerminal, Write};
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        anyhow::bail!("{no_terminal}");
+        return Err(exit::error(Exit::NotConfirmed, no_terminal));
     }
     print!("{question} [y/N] ");
     std::io::stdout().flush()?;
     let mut answer = String::new();
     stdin.lock().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// Opens the root directory a command works on (`--root`): one that does not exist, or is not
+/// a directory, is said once and is invalid input.
+pub(crate) fn open_root(path: &std::path::Path) -> Result<crate::rootfs::Root> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(exit::error(
+                Exit::InvalidInput,
+                format!("--root {}: no such directory", path.display()),
+            ));
+        }
+        Ok(m) if !m.is_dir() => {
+            return Err(exit::error(
+                Exit::InvalidInput,
+                format!("--root {}: not a directory", path.display()),
+            ));
+        }
+        _ => {}
+    }
+    Ok(crate::rootfs::Root::open(path)?)
+}
+
+/// Refuses to start a command that writes to the node at `root` when this user cannot write
+/// there (not root, or a read-only root): [`Exit::NeedsRoot`], before anything is changed.
+/// Checked on the root's `etc` (where configs write), or the root itself without one.
+pub(crate) fn check_writable(root: &std::path::Path) -> Result<()> {
+    use rustix::fs::{Access, AtFlags, CWD, accessat};
+    let etc = root.join("etc");
+    let path = if etc.is_dir() {
+        etc
+    } else {
+        root.to_path_buf()
+    };
+    match accessat(CWD, &path, Access::WRITE_OK, AtFlags::EACCESS) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::ROFS => Err(exit::error(
+            Exit::NeedsRoot,
+            format!("{} is read-only; nothing was changed", path.display()),
+        )),
+        Err(e) if e == rustix::io::Errno::ACCESS || e == rustix::io::Errno::PERM => {
+            Err(exit::classified(
+                Exit::NeedsRoot,
+                Some("run it as root (e.g. with sudo)".to_string()),
+                anyhow::anyhow!(
+                    "needs root: {} is not writable by this user; nothing was changed",
+                    path.display()
+                ),
+            ))
+        }
+        // what cannot be checked (a missing root) is said by the command itself
+        Err(_) => Ok(()),
+    }
 }
 
 /// Runs a parsed command line.
@@ -182,27 +231,48 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
     }
 }
 
-/// The binary's entry point: parse, log to stderr, run, and print a failure as one line.
+/// Prints what clap says (usage error, help, version) and gives its exit code: 0 for `--help`
+/// and `--version`, [`Exit::Usage`] for anything else.
+pub fn clap_exit(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => Exit::Usage.into(),
+    }
+}
+
+/// The binary's entry point: parse, set up logging, run, and print a failure as `error: …`
+/// (and `hint: …`) with the exit code of its class ([`exit`]).
 pub fn main() -> ExitCode {
     let parsed = match parse(std::env::args_os().collect()) {
         Ok(parsed) => parsed,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::from(EXIT_FAILURE);
+            if let Some(clap) = e.downcast_ref::<clap::Error>() {
+                return clap_exit(clap);
+            }
+            return report::fail(&e);
         }
     };
-    // The daemon and a pivot log their progress (the journal keeps why the OS changed);
-    // other interactive commands only what goes wrong.
+    let verbose = parsed.cli.verbose;
     match parsed.cli.command {
-        Command::Start(_) | Command::Pivot(_) => init_logging("info"),
-        // what `recover` and `rollback` change on the node goes to the journal too, also from
-        // a shell
-        Command::Recover(_) | Command::Rollback(_) => {
-            if let Err(e) = crate::logging::init_admin("mco-agent") {
-                eprintln!("warning: logging not set up: {e}");
+        // the daemon logs its progress (to the journal under systemd)
+        Command::Start(_) => {
+            let level = match verbose {
+                0 => None,
+                1 => Some("debug"),
+                _ => Some("trace"),
+            };
+            if let Err(e) = crate::logging::init("mco-agent", level, "info") {
+                report::say(report::Label::Warning, format!("logging not set up: {e}"));
             }
         }
-        _ => init_logging("warn"),
+        // what `recover`, `rollback` and `pivot` change on the node goes to the journal too,
+        // also from a shell (the journal keeps why the OS changed)
+        Command::Recover(_) | Command::Rollback(_) | Command::Pivot(_) => {
+            init_command_logging(verbose, true)
+        }
+        _ => init_command_logging(verbose, false),
     }
     if let Command::Start(_) = parsed.cli.command {
         let root = config_file::config_root();
@@ -219,16 +289,13 @@ pub fn main() -> ExitCode {
     let _failpoints = fail::FailScenario::setup();
     match run(parsed) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(EXIT_FAILURE)
-        }
+        Err(e) => report::fail(&e),
     }
 }
 
-/// Logs to stderr (journald under systemd); level from `RUST_LOG`, else `default_level`.
-fn init_logging(default_level: &str) {
-    if let Err(e) = crate::logging::init("mco-agent", None, default_level) {
-        eprintln!("warning: logging not set up: {e}");
+/// Logs for people on stderr ([`crate::logging::init_command`]).
+fn init_command_logging(verbose: u8, journal: bool) {
+    if let Err(e) = crate::logging::init_command("mco-agent", verbose, journal) {
+        report::say(report::Label::Warning, format!("logging not set up: {e}"));
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use machine_config::mco::EMPTY_CONFIG_NAME;
 
+use super::{Classify, Exit};
 use crate::engine::{Outcome, UpdateReport};
 use crate::input::LoadedConfig;
 use crate::input::policy::read_policy_file;
@@ -56,13 +57,19 @@ pub struct Args {
 
 /// Applies the file and prints what was done.
 pub fn run(args: &Args) -> Result<ExitCode> {
+    super::check_writable(&args.root)?;
     let opts = OnceFromOptions {
         skip_os: args.skip_os,
         skip_reboot: args.skip_reboot,
         no_lock_finalization: args.no_lock_finalization,
         arch: String::new(),
         boot_id_file: args.boot_id_file.clone(),
-        policy: args.policy.as_deref().map(read_policy_file).transpose()?,
+        policy: args
+            .policy
+            .as_deref()
+            .map(read_policy_file)
+            .transpose()
+            .invalid_input()?,
         hooks: args.hooks.options(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -77,7 +84,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             args.insecure_http,
             Some(&spill),
         )
-        .await?;
+        .await
+        .map_err(source_error)?;
         once_from(&args.root, &desired, &opts).await
     })?;
     let mut code = ExitCode::SUCCESS;
@@ -86,7 +94,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         match &update.outcome {
             Outcome::Unreconcilable(reason) => {
                 eprintln!("error: {reason}");
-                code = ExitCode::from(super::EXIT_UNRECONCILABLE);
+                code = Exit::Unreconcilable.into();
             }
             Outcome::Degraded(reason) => {
                 let hint = if !args.skip_os && reason.contains("which needs rpm-ostree") {
@@ -95,7 +103,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                     ""
                 };
                 eprintln!("error: {}: {reason}{hint}", args.source);
-                code = ExitCode::from(super::EXIT_FAILURE);
+                code = Exit::NotAsWanted.into();
             }
             _ => print!(
                 "{}",
@@ -104,6 +112,20 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
     }
     Ok(code)
+}
+
+/// A config that cannot be had: fetching it failed ([`Exit::Failed`]), else what was given is
+/// wrong (a missing file, a malformed config, a refused URL).
+fn source_error(e: anyhow::Error) -> anyhow::Error {
+    let fetch = e
+        .chain()
+        .any(|c| c.is::<crate::input::served::FetchError>());
+    let exit = if fetch {
+        Exit::Failed
+    } else {
+        Exit::InvalidInput
+    };
+    super::exit::classified(exit, None, e)
 }
 
 /// The first line: what happened to the root.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use super::Classify;
 use crate::cluster::{self, ClusterOptions, KubeNodeApi, NodeApi};
 use crate::pivot::{PivotOptions, PivotOutcome, pivot};
 
@@ -49,7 +50,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         lock_finalization: !args.no_lock_finalization,
     };
     // A malformed image changes nothing and needs no connection to say so.
-    crate::pivot::check_image(&opts.image)?;
+    crate::pivot::check_image(&opts.image).invalid_input()?;
+    if !args.dry_run {
+        super::check_writable(&args.root)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -21,6 +21,7 @@ use machine_config::mco::annotations::{DESIRED_CONFIG, REASON, STATE};
 use machine_config::mco::paths::FORCE_FILE;
 
 use self::diagnose::{Action, Findings, Remedy};
+use super::Exit;
 use crate::cli::status::{self, NodeStatus};
 use crate::cluster::{self, ClusterOptions, KubeNodeApi, NodeApi};
 use crate::engine::BOOT_ID_FILE;
@@ -70,7 +71,7 @@ pub struct Args {
 
 /// Diagnoses, proposes, and with confirmation acts.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let root = Root::open(&args.root)?;
+    let root = super::open_root(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -107,14 +108,15 @@ async fn recover(args: &Args, root: &Root) -> Result<ExitCode> {
     println!("\nRemedy: {remedy}");
     if !remedy.acts() {
         return Ok(match remedy {
-            Remedy::CannotHelp { .. } => ExitCode::from(super::EXIT_FAILURE),
+            Remedy::CannotHelp { .. } => Exit::NotAsWanted.into(),
             _ => ExitCode::SUCCESS,
         });
     }
     if !confirmed(args.yes)? {
         println!("Nothing was changed.");
-        return Ok(ExitCode::from(super::EXIT_FAILURE));
+        return Ok(Exit::NotConfirmed.into());
     }
+    super::check_writable(&args.root)?;
     tracing::info!(remedy = %remedy, "mco-agent recover: {remedy}");
     let target = act(root, node.as_ref(), &remedy).await?;
     match args.wait {
@@ -224,7 +226,8 @@ fn confirmed(yes: bool) -> Result<bool> {
     }
     super::ask(
         "Proceed?",
-        "not confirmed: run with --yes to act without a terminal",
+        "not confirmed: no terminal to ask on (run with --yes to act without one); nothing was \
+         changed",
     )
 }
 
@@ -300,5 +303,5 @@ async fn wait_done(
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     println!("Not recovered within {timeout:?}: {last}");
-    Ok(ExitCode::from(super::EXIT_FAILURE))
+    Ok(Exit::NotAsWanted.into())
 }

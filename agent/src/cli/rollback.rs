@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 
-use super::EXIT_FAILURE;
+use super::{Exit, exit};
 use crate::engine::live::{self, SeamOptions};
 use crate::engine::{Engine, EngineOptions, NoCluster, Outcome};
-use crate::rootfs::Root;
 
 /// Arguments of `rollback`.
 #[derive(Debug, clap::Args)]
@@ -39,8 +38,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 }
 
 async fn roll_back(args: &Args) -> Result<ExitCode> {
+    super::check_writable(&args.root)?;
     let live = live::is_host_root(&args.root);
-    let root = crate::host::selinux::label_files(Root::open(&args.root)?, live);
+    let root = crate::host::selinux::label_files(super::open_root(&args.root)?, live);
     let no_reboot = if args.skip_reboot {
         Some("--skip-reboot".to_string())
     } else if !live {
@@ -90,7 +90,7 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
     }
     if !args.yes && !confirm()? {
         println!("Nothing was changed.");
-        return Ok(ExitCode::from(EXIT_FAILURE));
+        return Ok(Exit::NotConfirmed.into());
     }
     let report = engine.roll_back_by_hand(&plan).await;
     ended(Some(report.outcome), plan.to.name(), &engine)
@@ -110,7 +110,7 @@ fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode
             );
             Ok(ExitCode::SUCCESS)
         }
-        Outcome::Degraded(reason) => bail!("{reason}"),
+        Outcome::Degraded(reason) => Err(exit::error(Exit::NotAsWanted, reason)),
         other => bail!("rolling back ended with {other:?}"),
     }
 }
@@ -119,6 +119,7 @@ fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode
 fn confirm() -> Result<bool> {
     super::ask(
         "Roll back and reboot?",
-        "not rolling back without a terminal to ask on: pass --yes",
+        "not rolling back without a terminal to ask on (pass --yes to roll back without asking); \
+         nothing was changed",
     )
 }

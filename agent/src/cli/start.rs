@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use machine_config::mco::node_image_conditions::Gates;
 
 use super::strategy::{StrategyArgs, StrategyContext};
+use super::{Classify, Exit, exit};
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
@@ -28,7 +29,6 @@ use crate::input::policy::read_policy_file;
 use crate::input::served::KUBELET_CLIENT_CERT;
 use crate::metrics::kubelet::KubeletHealth;
 use crate::metrics::{self, MetricsArgs};
-use crate::rootfs::Root;
 
 /// Arguments of `start`.
 #[derive(Debug, clap::Args)]
@@ -205,7 +205,10 @@ async fn choose_pool(explicit: Option<&str>, api: Option<&dyn NodeApi>) -> Resul
 /// endpoint is the host's) when `--kubelet-healthz-enabled`.
 fn health_options(args: &Args, live: bool) -> Result<HealthOptions> {
     if args.health_deadline.is_zero() || args.health_check_timeout.is_zero() {
-        bail!("--health-deadline and --health-check-timeout must be longer than 0");
+        return Err(exit::error(
+            Exit::InvalidInput,
+            "--health-deadline and --health-check-timeout must be longer than 0",
+        ));
     }
     let kubelet: Option<Arc<dyn KubeletProbe>> = if live && args.metrics.kubelet_healthz_enabled {
         Some(Arc::new(KubeletHealth::new(
@@ -247,6 +250,7 @@ const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::fro
 
 /// Runs the daemon until SIGTERM.
 pub fn run(args: &Args) -> Result<ExitCode> {
+    super::check_writable(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
@@ -298,24 +302,33 @@ async fn run_daemon(args: &Args) -> Result<()> {
         None => None,
     };
     let policy: Arc<dyn PolicySource> = match (&api, &args.policy) {
-        (Some(_), Some(path)) => bail!(
-            "--policy {} is for nodes without a cluster: with a cluster the node disruption \
-             policies are MachineConfiguration/cluster's (edit its spec.nodeDisruptionPolicy)",
-            path.display()
-        ),
+        (Some(_), Some(path)) => {
+            return Err(exit::error(
+                Exit::Usage,
+                format!(
+                    "--policy {} is for nodes without a cluster: with a cluster the node \
+                     disruption policies are MachineConfiguration/cluster's (edit its \
+                     spec.nodeDisruptionPolicy)",
+                    path.display()
+                ),
+            ));
+        }
         (Some(api), None) => Arc::new(ClusterPolicySource {
             watch: PolicyWatch::spawn(api.machine_configuration()),
             wait: PolicyWait::default(),
         }),
-        (None, Some(path)) => Arc::new(FixedPolicy(ActivePolicy::from_file(&read_policy_file(
-            path,
-        )?))),
+        (None, Some(path)) => Arc::new(FixedPolicy(ActivePolicy::from_file(
+            &read_policy_file(path).invalid_input()?,
+        ))),
         (None, None) => Arc::new(FixedPolicy(ActivePolicy::defaults())),
     };
     if api.is_none()
         && (args.drain_mode != DrainModeArg::Agent || args.eviction_kubeconfig.is_some())
     {
-        bail!("--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)");
+        return Err(exit::error(
+            Exit::Usage,
+            "--drain-mode controller and --eviction-kubeconfig need a cluster (--kubeconfig)",
+        ));
     }
     // The pool names the config server's config, the MachineConfigNode's spec.pool and the
     // default FleetLock group; only the config server needs it to start (an MCN in an unknown
@@ -357,13 +370,19 @@ async fn run_daemon(args: &Args) -> Result<()> {
         ),
         (None, Some(path), _) => Arc::new(FileSource { path: path.clone() }),
         (None, None, Some(api)) => Arc::new(ApiSource { api: api.clone() }),
-        (None, None, None) => bail!(
-            "nothing to follow: no kubelet kubeconfig ({KUBELET_KUBECONFIG}); give --kubeconfig FILE, \
-             --config-server URL --ca FILE (MCO_AGENT_CONFIG_SERVER, MCO_AGENT_CA), or --config-file FILE"
-        ),
+        (None, None, None) => {
+            return Err(exit::error(
+                Exit::Usage,
+                format!(
+                    "nothing to follow: no kubelet kubeconfig ({KUBELET_KUBECONFIG}); give \
+                     --kubeconfig FILE, --config-server URL --ca FILE (MCO_AGENT_CONFIG_SERVER, \
+                     MCO_AGENT_CA), or --config-file FILE"
+                ),
+            ));
+        }
     };
     let live = live::is_host_root(&args.root);
-    let root = crate::host::selinux::label_files(Root::open(&args.root)?, live);
+    let root = crate::host::selinux::label_files(super::open_root(&args.root)?, live);
     let seams = live::connect(
         &args.root,
         &SeamOptions {

@@ -143,7 +143,7 @@ impl From<&Deployment> for DeploymentInfo {
 
 /// Prints the node's status.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let root = Root::open(&args.root)?;
+    let root = super::open_root(&args.root)?;
     let boot_id_file = args
         .boot_id_file
         .clone()

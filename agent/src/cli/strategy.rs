@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+
+use super::{Exit, exit};
 use machine_config::fleetlock::DEFAULT_GROUP;
 
 use crate::strategy::fleet_lock::FleetLockClient;
@@ -94,29 +96,35 @@ impl StrategyArgs {
             || self.fleet_lock_group.is_some()
             || self.fleet_lock_id.is_some();
         if periodic_only && self.strategy != StrategyName::Periodic {
-            bail!(
-                "--window, --time-zone and --rebootless-outside-windows are for --strategy periodic"
-            );
+            return Err(exit::error(
+                Exit::Usage,
+                "--window, --time-zone and --rebootless-outside-windows are for --strategy periodic",
+            ));
         }
         if lock_only && self.strategy != StrategyName::FleetLock {
-            bail!(
-                "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock"
-            );
+            return Err(exit::error(
+                Exit::Usage,
+                "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock",
+            ));
         }
         let kind = match self.strategy {
             StrategyName::Immediate => Kind::Immediate,
             StrategyName::Periodic => Kind::Periodic {
                 schedule: Schedule::new(self.windows.clone(), &self.time_zone).map_err(|e| {
-                    anyhow::anyhow!("--strategy periodic: {e} (--window, --time-zone)")
+                    exit::error(
+                        Exit::InvalidInput,
+                        format!("--strategy periodic: {e} (--window, --time-zone)"),
+                    )
                 })?,
                 rebootless_anytime: self.rebootless_outside_windows,
             },
             StrategyName::FleetLock => {
                 let Some(url) = self.fleet_lock_url.as_deref().or(ctx.config_server) else {
-                    bail!(
+                    return Err(exit::error(
+                        Exit::Usage,
                         "--strategy fleet_lock needs --fleet-lock-url (or a --config-server, \
-                         where mco-companion serves FleetLock)"
-                    );
+                         where mco-companion serves FleetLock)",
+                    ));
                 };
                 let group = self
                     .fleet_lock_group

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use super::{Classify, Exit};
+
 use crate::input::LoadedConfig;
-use crate::rootfs::Root;
 use crate::validate::{SKIPPED_FILES, validate};
 
 /// Arguments of `validate`.
@@ -30,12 +31,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     // contents out of memory (docs/benchmarks.md, "validate").
     // Files' base64 is not decoded by the parse: the comparison decodes it (see
     // `read_deferring_base64`).
-    let config = read_deferring_base64(&args.config)?;
-    let root = match Root::open(&args.root) {
+    let config = read_deferring_base64(&args.config).invalid_input()?;
+    let root = match super::open_root(&args.root) {
         Ok(root) => root,
         Err(e) => {
-            full_parse_if_undecodable(&args.config, config.ignition.storage.files.iter())?;
-            return Err(e.into());
+            full_parse_if_undecodable(&args.config, config.ignition.storage.files.iter())
+                .invalid_input()?;
+            return Err(e);
         }
     };
     let report = validate(&root, config.machine_config.name(), &config.ignition);
@@ -45,7 +47,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let unconfirmed = config.ignition.storage.files.iter().filter(|f| {
         !report.is_ok() || SKIPPED_FILES.contains(&f.path.as_str()) || !f.append.is_empty()
     });
-    full_parse_if_undecodable(&args.config, unconfirmed)?;
+    full_parse_if_undecodable(&args.config, unconfirmed).invalid_input()?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.mismatches)?);
     } else if report.is_ok() {
@@ -58,7 +60,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     Ok(if report.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(super::EXIT_MISMATCH)
+        Exit::NotAsWanted.into()
     })
 }
 

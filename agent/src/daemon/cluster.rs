@@ -174,7 +174,18 @@ impl ConfigSource for ApiSource {
         let Some(name) = name else {
             bail!("the API server serves configs by name only: the node has no desiredConfig yet");
         };
-        Ok(self.api.get_machine_config(name).await?)
+        match self.api.get_machine_config(name).await {
+            Ok(mc) => Ok(mc),
+            // The shipped RBAC does not let nodes read MachineConfigs (a per-node config would
+            // be readable by every node): say what to do instead of a bare 403.
+            Err(err) if err.code() == Some(403) => Err(anyhow::Error::new(err).context(format!(
+                "reading {name} from the API server was refused: nodes may not read \
+                 MachineConfigs under the shipped RBAC; follow the config server \
+                 (--config-server URL --ca FILE), or, where no per-node configs exist, apply \
+                 manifests/api-source/"
+            ))),
+            Err(err) => Err(err.into()),
+        }
     }
 
     fn describe(&self) -> String {

@@ -111,7 +111,7 @@ pub async fn fetch(
     let response = request
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!(describe_send_error(url, &e)))?;
+        .map_err(|e| FetchError(describe_send_error(url, &e)))?;
     let status = response.status();
     if !status.is_success() {
         // Only the start of an error answer is shown; the rest is not read.
@@ -120,7 +120,7 @@ pub async fn fetch(
             Ok(b) | Err(BodyError::TooLarge(b)) => String::from_utf8_lossy(b).trim().to_string(),
             Err(BodyError::Read(e)) => format!("(its body could not be read: {e:#})"),
         };
-        bail!("{url} answered {status}: {text}");
+        return Err(FetchError(format!("{url} answered {status}: {text}")).into());
     }
     if let Some(length) = response.content_length().filter(|&l| l > MAX_BODY as u64) {
         bail!("{url}: the config is {length} bytes, more than {MAX_BODY}");
@@ -131,6 +131,13 @@ pub async fn fetch(
         Err(BodyError::Read(e)) => Err(e),
     }
 }
+
+/// A config that could not be fetched: the server could not be reached, the TLS handshake
+/// failed, or the server answered with an error (the command line tells these from a config
+/// that is wrong).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FetchError(pub String);
 
 /// How much of an error answer's body is shown.
 const ERROR_EXCERPT: usize = 500;

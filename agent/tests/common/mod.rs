@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod terminal;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

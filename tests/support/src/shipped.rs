@@ -32,9 +32,24 @@ pub fn manifests_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../manifests")
 }
 
+/// The ClusterRole of `manifests/api-source/`: nodes read MachineConfigs, for agents that
+/// follow the API server where no per-node configs exist (not part of `manifests/`'s own
+/// kustomization).
+pub const NODE_API_SOURCE_ROLE: &str = "mco-agent-node-api-source";
+
 /// Every object of the kustomization's resources, in its order.
 pub fn objects() -> Result<Vec<Value>> {
-    let dir = manifests_dir();
+    objects_of(&manifests_dir())
+}
+
+/// Every object of `manifests/api-source/` (`kubectl apply -k manifests/api-source/`).
+pub fn api_source_objects() -> Result<Vec<Value>> {
+    objects_of(&manifests_dir().join("api-source"))
+}
+
+/// Every object of the resources of the kustomization in `dir`, in its order.
+fn objects_of(dir: &std::path::Path) -> Result<Vec<Value>> {
+    let dir = dir.to_path_buf();
     let path = dir.join("kustomization.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path:?}"))?;
     let kustomization = manifests::parse(&text)?;
@@ -66,9 +81,27 @@ pub fn object(kind: &str, name: &str) -> Result<Value> {
     }
 }
 
-/// The rules of the shipped ClusterRole `name`.
+/// The rules of the shipped ClusterRole `name` (of `manifests/` or `manifests/api-source/`).
 pub fn cluster_role_rules(name: &str) -> Result<Vec<PolicyRule>> {
-    Ok(PolicyRule::all_of(&object("ClusterRole", name)?))
+    let optional = api_source_objects()?.into_iter().find(|o| {
+        o["kind"].as_str() == Some("ClusterRole") && o["metadata"]["name"].as_str() == Some(name)
+    });
+    match optional {
+        Some(role) => Ok(PolicyRule::all_of(&role)),
+        None => Ok(PolicyRule::all_of(&object("ClusterRole", name)?)),
+    }
+}
+
+/// Creates the objects of `manifests/api-source/` in `server`; returns how many.
+pub fn load_api_source_rbac(server: &TestApiServer) -> Result<usize> {
+    let objects = api_source_objects()?;
+    for object in &objects {
+        let (kind, name) = (object["kind"].clone(), object["metadata"]["name"].clone());
+        server
+            .seed(object.clone())
+            .with_context(|| format!("creating {kind} {name} from manifests/api-source/"))?;
+    }
+    Ok(objects.len())
 }
 
 /// The shipped RBAC objects and the namespace they live in, in the kustomization's order.

@@ -42,6 +42,37 @@ fn allowed(authorizer: &'static str, reason: String, grant: Option<Grant>) -> Ve
     }
 }
 
+/// The Node authorizer's graph over the stored pods.
+struct StoreGraph<'a>(&'a Store);
+
+impl node_authz::Graph for StoreGraph<'_> {
+    fn pod_node(&self, namespace: &str, name: &str) -> Option<String> {
+        self.0
+            .get(index_of("pods"), Some(namespace), name)
+            .ok()
+            .and_then(|pod| str_at(&pod, "/spec/nodeName").map(String::from))
+    }
+
+    fn referenced_by_pod_on(
+        &self,
+        node: &str,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+    ) -> bool {
+        let (pods, _) = self.0.list(
+            index_of("pods"),
+            Some(namespace),
+            &Default::default(),
+            &Default::default(),
+        );
+        pods.iter().any(|pod| {
+            str_at(pod, "/spec/nodeName") == Some(node)
+                && node_authz::pod_references(pod, resource, name)
+        })
+    }
+}
+
 pub fn authorize(
     mode: AuthorizationMode,
     store: &Store,
@@ -56,14 +87,7 @@ pub fn authorize(
     }
     let mut reasons = Vec::new();
     if let Some(node) = who.node_name() {
-        let pods = index_of("pods");
-        let pod_node = |ns: &str, name: &str| {
-            store
-                .get(pods, Some(ns), name)
-                .ok()
-                .and_then(|pod| str_at(&pod, "/spec/nodeName").map(String::from))
-        };
-        match node_authz::authorize(&who.user, node, attrs, &pod_node) {
+        match node_authz::authorize(&who.user, node, attrs, &StoreGraph(store)) {
             NodeDecision::Allow => return allowed("Node", String::new(), None),
             NodeDecision::NoOpinion(reason) if !reason.is_empty() => reasons.push(reason),
             NodeDecision::NoOpinion(_) => {}

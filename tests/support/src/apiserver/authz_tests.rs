@@ -58,7 +58,12 @@ pub(super) fn store() -> std::sync::Arc<Store> {
                "subjects": [{"kind": "User", "name": "carol"}]}),
     );
     store
-        .seed(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "default"}, "spec": {"nodeName": "n1"}}))
+        .seed(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "default"}, "spec": {"nodeName": "n1",
+            "volumes": [{"name": "v", "secret": {"secretName": "in-volume"}},
+                        {"name": "p", "projected": {"sources": [{"configMap": {"name": "projected"}}]}}],
+            "imagePullSecrets": [{"name": "pull"}],
+            "containers": [{"name": "c", "env": [{"name": "E", "valueFrom": {"secretKeyRef": {"name": "in-env", "key": "k"}}}],
+                            "envFrom": [{"configMapRef": {"name": "env-from"}}]}]}}))
         .unwrap();
     store
 }
@@ -77,6 +82,7 @@ fn attrs(spec: &str) -> Attributes {
 fn who_may_do_what() {
     let store = store();
     let node = Identity::node("n1").authenticated();
+    let other_node = Identity::node("n2").authenticated();
     let companion = Identity::service_account("mco", "companion").authenticated();
     let elsewhere = Identity::service_account("other", "companion").authenticated();
     let admin = Identity::admin().authenticated();
@@ -95,6 +101,42 @@ fn who_may_do_what() {
         (&node, attrs("get - pods default p2"), false, ""),
         (&node, list_own_pods, true, "Node"),
         (&node, attrs("list - pods - -"), false, ""),
+        // the graph: secrets and configmaps a pod bound to the node references, by name only
+        (
+            &node,
+            attrs("get - secrets default in-volume"),
+            true,
+            "Node",
+        ),
+        (&node, attrs("get - secrets default in-env"), true, "Node"),
+        (&node, attrs("get - secrets default pull"), true, "Node"),
+        (
+            &node,
+            attrs("get - configmaps default projected"),
+            true,
+            "Node",
+        ),
+        (
+            &node,
+            attrs("get - configmaps default env-from"),
+            true,
+            "Node",
+        ),
+        (&node, attrs("get - secrets default projected"), false, ""),
+        (&node, attrs("get - secrets other in-volume"), false, ""),
+        (&node, attrs("list - secrets default -"), false, ""),
+        (
+            &node,
+            attrs("update - secrets default in-volume"),
+            false,
+            "",
+        ),
+        (
+            &other_node,
+            attrs("get - secrets default in-volume"),
+            false,
+            "",
+        ),
         (
             &node,
             attrs("create - pods/eviction default p1"),

@@ -35,8 +35,8 @@
 //! admission other than NodeRestriction (no ValidatingAdmissionPolicies, no defaulting), RBAC
 //! escalation checks and aggregated ClusterRoles, garbage collection, controllers (a budget's
 //! expected pod count is the number of pods it selects; nothing fills in status), the Node
-//! authorizer's graph beyond pods bound to a node, client certificates with more than one
-//! group, and every type not listed above.
+//! authorizer's graph beyond pods bound to a node and the secrets and configmaps they
+//! reference, client certificates with more than one group, and every type not listed above.
 
 mod admission;
 #[cfg(test)]

@@ -6,8 +6,11 @@
 //! everything else only as the static node rules (the `system:node` role) allow.
 //!
 //! The authorizer's graph (secrets, configmaps, volumes referenced by pods on the node) is
-//! reduced to what this server stores: a pod is related to the node in its `spec.nodeName`;
-//! the unserved types have no objects, so a node never has a path to one.
+//! reduced to what this server stores: a pod is related to the node in its `spec.nodeName`, and
+//! a secret or configmap to the node when a pod bound to it references the object by name (in
+//! a volume, a projected volume, an environment variable, `envFrom`, or as an image pull
+//! secret: [`pod_references`]); the unserved types have no objects, so a node never has a path
+//! to one.
 
 use serde_json::json;
 
@@ -86,14 +89,67 @@ pub fn node_rules() -> Vec<PolicyRule> {
     ]
 }
 
+/// What the authorizer's graph knows of the stored objects.
+pub trait Graph {
+    /// The node a stored pod is bound to.
+    fn pod_node(&self, namespace: &str, name: &str) -> Option<String>;
+    /// Whether a pod bound to `node` in `namespace` references the `resource` (`secrets` or
+    /// `configmaps`) named `name`.
+    fn referenced_by_pod_on(&self, node: &str, namespace: &str, resource: &str, name: &str)
+    -> bool;
+}
+
+/// Whether `pod` references the `resource` (`secrets`, `configmaps`) named `name`, as the
+/// Node authorizer's graph relates them: volumes (also projected sources), containers' `env`
+/// (`secretKeyRef`, `configMapKeyRef`) and `envFrom`, image pull secrets.
+pub fn pod_references(pod: &serde_json::Value, resource: &str, name: &str) -> bool {
+    let spec = &pod["spec"];
+    let is = |v: &serde_json::Value| v.as_str() == Some(name);
+    let items = |v: &serde_json::Value| v.as_array().cloned().unwrap_or_default();
+    let (volume_key, volume_name, projected_key, env_key, env_from_key) = match resource {
+        "secrets" => (
+            "secret",
+            "secretName",
+            "secret",
+            "secretKeyRef",
+            "secretRef",
+        ),
+        "configmaps" => (
+            "configMap",
+            "name",
+            "configMap",
+            "configMapKeyRef",
+            "configMapRef",
+        ),
+        _ => return false,
+    };
+    let volumes = items(&spec["volumes"]).into_iter().any(|v| {
+        is(&v[volume_key][volume_name])
+            || items(&v["projected"]["sources"])
+                .iter()
+                .any(|s| is(&s[projected_key]["name"]))
+    });
+    let containers = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|key| items(&spec[*key]))
+        .any(|c| {
+            items(&c["env"])
+                .iter()
+                .any(|e| is(&e["valueFrom"][env_key]["name"]))
+                || items(&c["envFrom"])
+                    .iter()
+                    .any(|e| is(&e[env_from_key]["name"]))
+        });
+    let pull = resource == "secrets"
+        && items(&spec["imagePullSecrets"])
+            .iter()
+            .any(|s| is(&s["name"]));
+    volumes || containers || pull
+}
+
 /// Decides a request of the node `node` ("" for a member of `system:nodes` whose name is not
-/// `system:node:NAME`); `pod_node(namespace, name)` is the node a stored pod is bound to.
-pub fn authorize(
-    user: &str,
-    node: &str,
-    attrs: &Attributes,
-    pod_node: &dyn Fn(&str, &str) -> Option<String>,
-) -> NodeDecision {
+/// `system:node:NAME`) over what `graph` relates to it.
+pub fn authorize(user: &str, node: &str, attrs: &Attributes, graph: &dyn Graph) -> NodeDecision {
     if node.is_empty() {
         return NoOpinion(format!("unknown node for user {user:?}"));
     }
@@ -115,6 +171,13 @@ pub fn authorize(
                     no("can only read namespaced object of this type")
                 } else if attrs.name.is_empty() {
                     no("No Object name found")
+                } else if graph.referenced_by_pod_on(
+                    node,
+                    &attrs.namespace,
+                    &attrs.resource,
+                    &attrs.name,
+                ) {
+                    Allow
                 } else {
                     no_relationship()
                 };
@@ -154,7 +217,7 @@ pub fn authorize(
             }
             ("storage.k8s.io", "csinodes") => return own_object(node, attrs, "CSINode"),
             ("", "nodes") => return authorize_node(node, attrs),
-            ("", "pods") => return authorize_pod(node, attrs, pod_node),
+            ("", "pods") => return authorize_pod(node, attrs, graph),
             _ => {}
         }
     }
@@ -201,16 +264,12 @@ fn authorize_node(node: &str, attrs: &Attributes) -> NodeDecision {
     }
 }
 
-fn authorize_pod(
-    node: &str,
-    attrs: &Attributes,
-    pod_node: &dyn Fn(&str, &str) -> Option<String>,
-) -> NodeDecision {
+fn authorize_pod(node: &str, attrs: &Attributes, graph: &dyn Graph) -> NodeDecision {
     let related = || {
         if attrs.name.is_empty() {
             return no("No Object name found");
         }
-        match pod_node(&attrs.namespace, &attrs.name) {
+        match graph.pod_node(&attrs.namespace, &attrs.name) {
             Some(bound) if bound == node => Allow,
             _ => NoOpinion(format!(
                 "no relationship found between node '{node}' and this object"
