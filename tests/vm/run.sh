@@ -3,6 +3,7 @@
 #   tests/vm/run.sh                      # everything but the full power-cut sequence
 #   tests/vm/run.sh selftest_ostree      # one scenario
 #   tests/vm/run.sh powercut_full        # the full power-cut sequence (two VMs, ~30 min)
+#   tests/vm/run.sh stop_                # SIGTERM at every failpoint (two VMs, about an hour)
 # Builds or reuses the images (tests/vm/build-image.sh), builds the harness, then boots at most
 # $MCO_VM_PARALLEL VMs at a time (default 2: one core each). Nothing is built while VMs run.
 # Console logs: $MCO_VM_CACHE/logs/<vm>/boot<N>.log (default tests/vm/.cache). Needs root.
@@ -18,12 +19,13 @@ cargo build -q -p mco-vm-tests --tests
 cargo build -q -p mco-agent --features failpoints --bins
 install -m755 "$bin/mco-agent" "$bin/mco-agent-failpoints"
 cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
-# Left out of the default run, by name (run them by name): the long power-cut sequence, and three
+# Left out of the default run, by name (run them by name): the long power-cut sequence, the
+# SIGTERM scenarios (agent/tests/stop.rs covers every step without a VM in tests/run.sh), and three
 # harness self-tests that every agent scenario goes through anyway (a boot to multi-user with
 # 9p and host servers, the rpm-ostree stand-in on the system bus, a staged pivot with a kernel
 # argument); they are for working on the harness. The whole test run has a 45-minute budget.
 if [ $# -eq 0 ]; then
-  set -- -E 'not test(/^powercut_full/) and not test(/^selftest_(boots_to_multi_user|rpmostree_standin|ostree_staged_pivot)/)'
+  set -- -E 'not test(/^(powercut_full|stop_)/) and not test(/^selftest_(boots_to_multi_user|rpmostree_standin|ostree_staged_pivot)/)'
 fi
 exec cargo nextest run -p mco-vm-tests --run-ignored only --no-fail-fast \
   --test-threads="${MCO_VM_PARALLEL:-2}" "$@"

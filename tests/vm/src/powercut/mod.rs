@@ -16,7 +16,7 @@ pub mod configs;
 pub mod guest;
 mod node;
 
-pub use node::{Calibration, PowercutNode};
+pub use node::{Calibration, PowercutNode, Stop};
 
 /// A failpoint to pause at: its name, and for a point met on many paths, the path it acts at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +39,18 @@ impl Point {
 
     /// The `FAILPOINTS` setting that pauses here.
     pub fn spec(&self) -> String {
+        self.spec_with("pause")
+    }
+
+    /// The `FAILPOINTS` setting that holds here until the agent is asked to stop (SIGTERM).
+    pub fn hold_spec(&self) -> String {
+        self.spec_with("hold")
+    }
+
+    fn spec_with(&self, action: &str) -> String {
         match self.at {
-            Some(path) => format!("{}=return(pause@{path})", self.name),
-            None => format!("{}=return(pause)", self.name),
+            Some(path) => format!("{}=return({action}@{path})", self.name),
+            None => format!("{}=return({action})", self.name),
         }
     }
 }
@@ -183,18 +192,23 @@ pub fn before_reboot_cuts() -> Vec<Cut> {
     failpoint_cuts(REBOOT_UPDATE_POINTS, Phase::Update, true)
 }
 
-/// The other failpoints: after the reboot, in a rebootless update, during a rollback.
-pub fn other_failpoint_cuts() -> Vec<Cut> {
+/// The failpoints after the reboot and during a rollback.
+pub fn after_reboot_and_rollback_cuts() -> Vec<Cut> {
     let mut cuts = failpoint_cuts(AFTER_REBOOT_POINTS, Phase::AfterReboot, true);
-    cuts.extend(failpoint_cuts(REBOOTLESS_POINTS, Phase::Update, false));
     cuts.extend(failpoint_cuts(ROLLBACK_POINTS, Phase::Rollback, true));
     cuts
+}
+
+/// The failpoints of a rebootless update.
+pub fn rebootless_cuts() -> Vec<Cut> {
+    failpoint_cuts(REBOOTLESS_POINTS, Phase::Update, false)
 }
 
 /// Every failpoint cut.
 pub fn every_failpoint() -> Vec<Cut> {
     let mut cuts = before_reboot_cuts();
-    cuts.extend(other_failpoint_cuts());
+    cuts.extend(after_reboot_and_rollback_cuts());
+    cuts.extend(rebootless_cuts());
     cuts
 }
 

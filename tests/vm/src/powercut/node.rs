@@ -14,6 +14,9 @@ use crate::cluster::GuestCluster;
 use crate::console;
 use crate::vm::{Disk, Vm};
 
+mod stop;
+pub use stop::Stop;
+
 /// How long a power-cut VM may live: this much, plus [`PER_UPDATE`] per update.
 const VM_BASE_TIME: Duration = Duration::from_secs(600);
 const PER_UPDATE: Duration = Duration::from_secs(300);
@@ -51,6 +54,8 @@ pub struct PowercutNode {
     pub cuts: u32,
     /// One line per update.
     pub log: Vec<String>,
+    /// How long each stop of the agent took ([`Stop`]).
+    pub stop_times: Vec<Duration>,
 }
 
 impl PowercutNode {
@@ -82,6 +87,7 @@ impl PowercutNode {
             calibration: None,
             cuts: 0,
             log: Vec::new(),
+            stop_times: Vec::new(),
         };
         node.say(&format!("seed {seed} (replay: MCO_POWERCUT_SEED={seed})"));
         node.wait_converged(first)
@@ -277,6 +283,16 @@ impl PowercutNode {
 
     /// Waits for the agent to pause at `point`, waits a seeded delay, cuts the power.
     fn cut_when_paused(&mut self, point: Point) -> Result<String> {
+        self.wait_at(point)?;
+        let delay = Duration::from_millis(self.rng.below(MAX_DELAY_MS + 1));
+        std::thread::sleep(delay);
+        self.vm.cut_power()?;
+        self.cuts += 1;
+        Ok(format!("cut {delay:.1?} after pausing at {point}"))
+    }
+
+    /// Waits for the agent to pause (or hold) at `point`.
+    fn wait_at(&mut self, point: Point) -> Result<()> {
         let marker = self.vm.share().join(PAUSED_MARKER);
         let deadline = Instant::now() + REACH;
         let paused = loop {
@@ -299,11 +315,7 @@ impl PowercutNode {
             std::thread::sleep(Duration::from_millis(50));
         };
         ensure!(paused == point.name, "paused at {paused}, not at {point}");
-        let delay = Duration::from_millis(self.rng.below(MAX_DELAY_MS + 1));
-        std::thread::sleep(delay);
-        self.vm.cut_power()?;
-        self.cuts += 1;
-        Ok(format!("cut {delay:.1?} after pausing at {point}"))
+        Ok(())
     }
 
     /// Boots after a cut with the agent held, and checks what the cut left.
