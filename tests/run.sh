@@ -97,8 +97,9 @@ stage doc-links tests/doc_links.py
 demo() { examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; return 1; }; }
 stage demo demo
 
-# Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step.
-stage crash-safety cargo nextest run -p mco-agent --features failpoints --test crash_safety --no-fail-fast
+# Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step,
+# and stopped with SIGTERM at every step (it exits at once and converges after the next start).
+stage crash-safety cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-fail-fast
 
 # Fuzzing smoke run: every fuzz target built on the stable toolchain and run for 10 s from its
 # seeds (docs/fuzzing.md); a crash, timeout or OOM fails here.

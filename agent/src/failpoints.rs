@@ -9,6 +9,10 @@
 //!   harness that sees the marker can cut the power (the VM power-cut scenarios) or kill the
 //!   process at exactly this step; nothing is flushed by the pause itself (keep the marker off
 //!   the file system under test: `/run`, or the VM's share);
+//! - `return(hold)`: the same marker, but the process blocks only until a stop is requested
+//!   ([`crate::stop`]: SIGTERM or SIGINT to the daemon), then goes on from here, as if the step
+//!   had been slow at this point: a harness stops the daemon (or reboots the node) at exactly
+//!   this step and times the stop;
 //! - `return` or `return(error)`: the step fails with an injected error (the failure path);
 //! - at a point met on many paths ([`failpoint_at`]), `return(kill@/etc/foo)` (or
 //!   `return(error@/etc/foo)`) acts only there, e.g. while the temp file of `/etc/foo` is
@@ -18,8 +22,8 @@
 //! the apply meet some of them too); the list is [`POINTS`]. This module sits at the bottom of
 //! the agent so that every layer may call it.
 
-/// Where `return(pause)` writes the name of the failpoint it paused at, unless
-/// `$FAILPOINTS_PAUSED` names another file.
+/// Where `return(pause)` and `return(hold)` write the name of the failpoint they stopped at,
+/// unless `$FAILPOINTS_PAUSED` names another file.
 pub const PAUSED_MARKER: &str = "/run/mco-agent/failpoint-paused";
 
 /// Every failpoint of the engine, in the order an update meets them.
@@ -91,6 +95,10 @@ fn act(name: &str, arg: Option<String>) -> anyhow::Result<()> {
             std::process::abort()
         }
         Some("pause") => pause(name),
+        Some("hold") => {
+            hold(name);
+            Ok(())
+        }
         None | Some("error") => Err(anyhow::anyhow!("injected failure at failpoint {name}")),
         Some(other) => Err(anyhow::anyhow!(
             "injected failure at failpoint {name} ({other})"
@@ -104,6 +112,30 @@ fn act(name: &str, arg: Option<String>) -> anyhow::Result<()> {
 #[cfg(feature = "failpoints")]
 fn pause(name: &str) -> ! {
     tracing::warn!(failpoint = name, "failpoint: paused");
+    write_marker(name);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// `return(hold)`: says where it holds, blocks this thread until a stop is requested, returns.
+/// (The whole thread: the daemon's loop and timers wait too, as behind a slow disk.)
+#[cfg(feature = "failpoints")]
+fn hold(name: &str) {
+    tracing::warn!(
+        failpoint = name,
+        "failpoint: held until a stop is requested"
+    );
+    write_marker(name);
+    while !crate::stop::requested() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tracing::warn!(failpoint = name, "failpoint: stop requested, going on");
+}
+
+/// Writes `name` to the marker file (`$FAILPOINTS_PAUSED` or [`PAUSED_MARKER`]).
+#[cfg(feature = "failpoints")]
+fn write_marker(name: &str) {
     let marker = std::env::var_os("FAILPOINTS_PAUSED")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| PAUSED_MARKER.into());
@@ -112,8 +144,5 @@ fn pause(name: &str) -> ! {
     }
     if let Err(e) = std::fs::write(&marker, format!("{name}\n")) {
         tracing::error!(marker = %marker.display(), error = %e, "failpoint: cannot write the pause marker");
-    }
-    loop {
-        std::thread::park();
     }
 }

@@ -11,6 +11,7 @@
 //!    - [`failpoints`]: crash and failure injection (feature `failpoints`).
 //!    - [`logging`]: journald or stderr logging, set up once per binary.
 //!    - [`notify`]: sd_notify READY/STATUS/WATCHDOG.
+//!    - [`stop`]: SIGTERM/SIGINT turned into a stop request honoured within seconds.
 //!    - [`idle_pages`]: the executable's pages handed back to the kernel while the daemon idles.
 //!    - [`system_bus`]: the system bus connection of every D-Bus seam, with its call timeout.
 //! 1. Files of a root
@@ -53,6 +54,7 @@ pub mod idle_pages;
 pub mod logging;
 pub mod notify;
 pub mod rootfs;
+pub mod stop;
 pub mod system_bus;
 
 // 1. Files of a root

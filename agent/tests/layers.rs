@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("logging", 0),
     ("notify", 0),
     ("rootfs", 0),
+    ("stop", 0),
     ("system_bus", 0),
     ("apply", 1),
     ("certs", 1),

@@ -41,7 +41,7 @@ fn status_reading_with(args: &[&str], bus: Option<&str>, reader: &Path) -> Outpu
 
 fn status_json(args: &[&str], bus: Option<&str>) -> Value {
     let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
+    all.push("--json");
     let out = status(&all, bus);
     let (stdout, stderr, code) = text(&out);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -147,7 +147,6 @@ fn status_reads_the_agents_files_without_a_daemon() {
         }),
         updated_ms: rec.started_ms,
         strategy: None,
-        ..Status::default()
     };
     root.write_atomic(
         Path::new(STATUS_FILE),
@@ -166,9 +165,7 @@ fn status_reads_the_agents_files_without_a_daemon() {
     assert_eq!(v["unreadable"], serde_json::json!([]));
     let text = human(&args);
     for want in [
-        // no daemon wrote this file: what it says is not current
-        "Agent:        not running (no daemon has written the status file since the boot)\n",
-        "State:        Working (as last reported, ",
+        "State:        Working\n",
         "Current:      00-worker-base\n",
         "Desired:      rendered-worker-next\n",
         "Pending:      00-worker-base -> rendered-worker-next at RebootRequested: reboot requested in this boot, waiting for it\n",
@@ -230,8 +227,7 @@ fn a_missing_or_failing_sysroot_reader_is_said_and_rpm_ostree_asked() {
         p(&root_dir),
         "--sysroot",
         p(sysroot.path()),
-        "-o",
-        "json",
+        "--json",
     ];
     let missing = dir.path().join("libexec/mco-sysroot-status");
     for (reader, why) in [
@@ -382,10 +378,6 @@ async fn status_and_metrics_of_a_running_daemon() {
     assert_eq!(v["last_update"]["reboot"], false);
     assert!(v["last_update"]["duration_ms"].as_u64().is_some(), "{v}");
     assert_eq!(v["unreadable"], serde_json::json!([]));
-    assert_eq!(v["agent"]["running"], true, "{v}");
-    assert_eq!(v["agent"]["pid"], node.last_agent_pid().unwrap(), "{v}");
-    assert!(v["last_fetch_ms"].as_u64().is_some(), "{v}");
-    assert_eq!(v["last_error"], Value::Null, "{v}");
     // Without a sysroot to read, the deployments come from rpm-ostree on the bus.
     let v = status_json(&["--root", &root], Some(node.os.bus.address()));
     assert_eq!(v["deployments"]["source"], "rpm-ostree", "{v}");
@@ -395,7 +387,7 @@ async fn status_and_metrics_of_a_running_daemon() {
     );
     // So do they when the sysroot reader fails: the same answer, nothing said unreadable.
     let out = status_reading_with(
-        &["--root", &root, "--sysroot", &sysroot, "-o", "json"],
+        &["--root", &root, "--sysroot", &sysroot, "--json"],
         Some(node.os.bus.address()),
         Path::new("/bin/false"),
     );

@@ -166,12 +166,15 @@ async fn write(
 ) -> anyhow::Result<()> {
     record_originals(root, p)?;
     for dir in &p.dirs {
+        not_stopped()?;
         files::create_dir(root, dir, out)?;
     }
     for file in &p.files {
+        not_stopped()?;
         files::write_file(root, file, out)?;
     }
     for link in &p.links {
+        not_stopped()?;
         files::create_link(root, link, out)?;
     }
     crate::failpoints::failpoint("engine::apply-midway")?;
@@ -188,6 +191,16 @@ async fn write(
     out.enablement = plan;
     if let Some(passwd) = &p.passwd {
         passwd::write_passwd(root, passwd, out)?;
+    }
+    Ok(())
+}
+
+/// Between two file replacements, a stop request ([`crate::stop`]) ends the writes: a large
+/// config's writes are the longest stretch of an update that never waits, and the next start
+/// resumes them from the update record (as after a kill between the same two files).
+fn not_stopped() -> anyhow::Result<()> {
+    if crate::stop::requested() {
+        anyhow::bail!("stop requested: the writes resume from the update record at the next start");
     }
     Ok(())
 }

@@ -29,6 +29,7 @@ use crate::input::policy::read_policy_file;
 use crate::input::served::KUBELET_CLIENT_CERT;
 use crate::metrics::kubelet::KubeletHealth;
 use crate::metrics::{self, MetricsArgs};
+use crate::stop::{StopSignals, until_stopped};
 
 /// Arguments of `start`.
 #[derive(Debug, clap::Args)]
@@ -248,14 +249,34 @@ fn client_cert(args: &Args) -> Option<PathBuf> {
 /// the idle process (tokio's default keeps it 10 s).
 const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Runs the daemon until SIGTERM.
+/// How long the runtime's shutdown waits for blocking-pool work still under way after a stop
+/// (a file read, a name lookup): such work is dropped with the process beyond this, so it never
+/// holds the stop ([`crate::stop`]).
+const BLOCKING_SHUTDOWN: Duration = Duration::from_millis(500);
+
+/// Runs the daemon until SIGTERM or SIGINT, which stop it within seconds wherever it is
+/// ([`crate::stop`]).
 pub fn run(args: &Args) -> Result<ExitCode> {
     super::check_writable(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
         .build()?;
-    runtime.block_on(run_daemon(args))?;
+    let ran = runtime.block_on(async {
+        let mut signals = StopSignals::install().context("installing the SIGTERM handler")?;
+        match until_stopped(&mut signals, run_daemon(args)).await {
+            Ok(ended) => ended,
+            Err(signal) => {
+                tracing::info!(
+                    signal,
+                    "stopping: an update in progress resumes from its record at the next start"
+                );
+                Ok(())
+            }
+        }
+    });
+    runtime.shutdown_timeout(BLOCKING_SHUTDOWN);
+    ran?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -18,8 +18,12 @@
 //!   current and the node is not Done (drift, a failed validation), it is validated again and
 //!   made Done once it matches.
 //! - The drift monitor ([`drift`]) runs against the current config between updates.
-//! - SIGTERM/SIGINT end the loop between steps; an update in progress is never interrupted by
-//!   them (systemd's stop timeout, then SIGKILL, is what the crash safety is for).
+//! - SIGTERM/SIGINT stop the daemon within seconds wherever it is ([`crate::stop`]): `start`
+//!   runs it under [`crate::stop::until_stopped`], which drops it at the wait it is in (the
+//!   network, the API server, D-Bus, rpm-ostree, a hook), and no step of an update begins after
+//!   the request; an update in progress resumes from its record at the next start. After a
+//!   reboot was asked for (or rpm-ostree queued one) no new work starts: the loop parks until
+//!   the shutdown stops it.
 
 pub mod backoff;
 pub mod cluster;
@@ -148,12 +152,6 @@ impl Daemon {
     /// Start-up: stale temp files removed, checks; then sd_notify `READY=1` (the engine says
     /// it earlier in the boot into an update, before the health checks).
     pub async fn start(&mut self) -> Result<()> {
-        // who keeps the status file, for `status` (a file left behind names a dead pid)
-        self.engine
-            .reporter()
-            .update_status(self.engine.root(), |s| {
-                s.agent = Some(crate::engine::report::AgentProcess::this())
-            });
         self.engine.remove_stale_temp_files();
         startup::link_pull_secret(&self.engine);
         match startup::resume(&self.engine).await {
@@ -201,7 +199,8 @@ impl Daemon {
         Ok(())
     }
 
-    /// Runs until SIGTERM or SIGINT (or the cluster's desired feed ends).
+    /// Runs until the cluster's desired feed ends; a stop (SIGTERM, SIGINT) drops it from
+    /// outside ([`crate::stop::until_stopped`]).
     pub async fn run(&mut self) -> Result<()> {
         // The loop pings the watchdog each time round (an arm below wakes it at half the period
         // when nothing else does); work an arm starts pings as it reaches its steps.
@@ -212,7 +211,6 @@ impl Daemon {
             );
             tokio::time::interval((period / 2).max(Duration::from_millis(1)))
         });
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         // The force file acts without waiting for the next desired config or poll.
         let mut force_check = tokio::time::interval(FORCE_CHECK_INTERVAL);
         let mut poll = match &self.feed {
@@ -234,8 +232,6 @@ impl Daemon {
                     release_at = None;
                     release_idle_pages();
                 }
-                _ = term.recv() => break,
-                _ = tokio::signal::ctrl_c() => break,
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
                     self.watched_sync(false).await;
                 }
@@ -276,7 +272,7 @@ impl Daemon {
                 release_at = Some(Instant::now() + IDLE_RELEASE_AFTER);
             }
         }
-        tracing::info!("stopping");
+        tracing::info!("the desired config feed ended: stopping");
         Ok(())
     }
 

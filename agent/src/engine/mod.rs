@@ -118,6 +118,7 @@ use crate::host::reboot::Rebooter;
 use crate::host::systemd::Systemd;
 use crate::os::{InstalledPackages, OsUpdater};
 use crate::rootfs::Root;
+use crate::stop::StopFlag;
 use crate::strategy::Strategy;
 use crate::units::UnitEnablement;
 
@@ -280,6 +281,9 @@ pub struct Engine {
     /// When a new update may drain or reboot ([`crate::strategy`]; `immediate` unless
     /// [`Engine::with_strategy`]).
     strategy: Arc<Strategy>,
+    /// A stop request: no step begins after it ([`crate::stop`]; the process's unless
+    /// [`Engine::with_stop`]).
+    stop: StopFlag,
 }
 
 impl Engine {
@@ -300,7 +304,14 @@ impl Engine {
             boot_id,
             policy_source: Arc::new(FixedPolicy(ActivePolicy::defaults())),
             strategy: Arc::new(Strategy::immediate()),
+            stop: StopFlag::process(),
         })
+    }
+
+    /// Stops between steps when `stop` is requested (tests; the process's flag otherwise).
+    pub fn with_stop(mut self, stop: StopFlag) -> Self {
+        self.stop = stop;
+        self
     }
 
     /// Plans new updates with the policies `source` gives.

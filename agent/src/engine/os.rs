@@ -375,6 +375,16 @@ async fn check_staged_extensions(os: &dyn OsUpdater, new: &MachineConfig) -> Res
     Ok(())
 }
 
+/// Whether `e` is rpm-ostreed refusing work because it has queued a reboot (anywhere in the
+/// chain): the reboot is under way, so the step is neither failed nor retried before it.
+pub(crate) fn reboot_queued(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<crate::os::OsError>()
+            .is_some_and(crate::os::OsError::is_rebooting)
+    })
+}
+
 /// Removes staged/pending deployments (the rollback of [`stage`]).
 pub(crate) async fn unstage(os: &dyn OsUpdater) -> Result<()> {
     if let Err(e) = os.resume().await {

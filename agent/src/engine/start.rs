@@ -25,6 +25,8 @@ impl Engine {
     /// rewrite every unit). An update recorded earlier is resumed when it is this same update,
     /// and rolled back first when it is another one (the desired config changed meanwhile).
     pub async fn update(&self, desired: &MachineConfig, force: bool) -> UpdateReport {
+        // Nothing begins after a stop request (see `drive`).
+        self.stop.checkpoint().await;
         let mut report = UpdateReport::new("", desired.name());
         let started = Instant::now();
         match self.pending() {
@@ -88,6 +90,11 @@ impl Engine {
                 self.finish(report, started_ms).await
             }
             Err(outcome) => {
+                if matches!(outcome, Outcome::Degraded(_)) {
+                    // (a check or hook that failed while stopping may have failed because of
+                    // the stop: not reported)
+                    self.stop.checkpoint().await;
+                }
                 report.outcome = outcome;
                 report.duration = started.elapsed();
                 self.finish(report, started_ms).await
@@ -386,6 +393,8 @@ impl Engine {
             plan.explain().join("; ")
         );
         rec.policy = Some(active);
+        // Last before anything is recorded: a stop requested meanwhile begins nothing.
+        self.stop.checkpoint().await;
         backups::prepare(&self.root, &mut rec, &current_ign, &desired_ign).map_err(degraded)?;
         record::store(&self.root, &rec).map_err(degraded)?;
         tracing::info!(

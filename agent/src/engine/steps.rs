@@ -82,10 +82,19 @@ impl Engine {
         })
     }
 
-    /// Runs transitions from `rec.step`, persisting the record before each step.
+    /// Runs transitions from `rec.step`, persisting the record before each step. After a stop
+    /// request ([`crate::stop`]) no step begins, and a step that failed while the stop was under
+    /// way (a hook killed with the unit, health checks of units going down with a shutdown) is
+    /// not taken for a failure: nothing is recorded, the next start runs the step again. Either
+    /// way this waits to be dropped by the daemon.
     pub(crate) async fn drive(&self, mut rec: UpdateRecord, mut ctx: Ctx) -> UpdateReport {
         loop {
+            self.stop.checkpoint().await;
             let next = self.transition(&mut rec, &mut ctx).await;
+            if self.stop.requested() && failed(&next) {
+                tracing::info!(update = rec.describe(), step = %rec.step, "stop requested while the step ran: its end is not recorded, the next start runs it again");
+                std::future::pending::<()>().await;
+            }
             let (step, outcome) = match next {
                 Next::Step(step) => (step, None),
                 Next::Park(step, outcome) => (step, Some(outcome)),
@@ -124,6 +133,9 @@ impl Engine {
         match rec.step {
             Step::Draining => match self.drain(rec).await {
                 Ok(()) => Next::Step(Step::Writing),
+                // A drain cut short by a stop is no failure: the record stays for the next start,
+                // and this waits to be dropped (see `drive`).
+                Err(_) if self.stop.requested() => std::future::pending().await,
                 Err(e) => {
                     // Nothing was written: the update simply did not start.
                     let reason = format!("{e:#}");
@@ -143,6 +155,9 @@ impl Engine {
                     self.reporter.progress(applied(&ctx.plan, true)).await;
                     Next::Step(after_changes(rec))
                 }
+                // Writes ended by a stop between two files: not a failure, the next start
+                // resumes them from the record (see `drive`).
+                Err(_) if self.stop.requested() => std::future::pending().await,
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::Os => match self.stage_os(rec, ctx).await {
@@ -150,6 +165,7 @@ impl Engine {
                     self.reporter.progress(applied(&ctx.plan, true)).await;
                     Next::Step(after_changes(rec))
                 }
+                Err(e) if os::reboot_queued(&e) => reboot_under_way(rec, &e),
                 Err(e) => fail(rec, format!("{e:#}")),
             },
             Step::PostActions => match self.post_actions(rec, ctx).await {
@@ -364,6 +380,7 @@ impl Engine {
                 Ok(()) => Next::Finish(Outcome::Rebooting),
                 Err(e) => fail(rec, format!("{e:#}")),
             },
+            Err(e) if e.reboot_queued() => reboot_under_way(rec, &anyhow::Error::new(e)),
             Err(e) => fail(
                 rec,
                 format!("reboot command failed, something is seriously wrong: {e}"),
@@ -435,10 +452,6 @@ impl Engine {
         {
             tracing::warn!(error = %format!("{e:#}"), "could not remove the force file");
         }
-        if let Err(e) = self.clear_record(rec.step) {
-            return Outcome::Degraded(format!("{e:#}"));
-        }
-        self.reporter.step(&self.root, None, "");
         if rec.reboot {
             self.reporter.progress(Progress::Rebooted).await;
             if let Err(e) = self.reporter.cluster().rebooting(false).await {
@@ -450,7 +463,15 @@ impl Engine {
             applying: true,
         };
         self.reporter.progress(resumed).await;
-        if let Err(e) = self.reporter.cluster().uncordon(name).await {
+        // The uncordon waits on the API server: the record stays until it has answered, so an
+        // agent stopped (or killed) while it waits finds the update at its next start,
+        // verifies it again and uncordons then.
+        let uncordoned = self.reporter.cluster().uncordon(name).await;
+        if let Err(e) = self.clear_record(rec.step) {
+            return Outcome::Degraded(format!("{e:#}"));
+        }
+        self.reporter.step(&self.root, None, "");
+        if let Err(e) = uncordoned {
             let error = format!("{e:#}");
             self.reporter
                 .progress(Progress::UncordonFailed {
@@ -502,6 +523,7 @@ impl Engine {
             .clone()
             .unwrap_or_else(|| "the update was interrupted".to_string());
         match self.undo(rec, ctx).await {
+            Err(e) if os::reboot_queued(&e) => reboot_under_way(rec, &e),
             Ok(()) => {
                 tracing::warn!(
                     update = rec.describe(),
@@ -589,6 +611,25 @@ fn applied(plan: &Plan, done: bool) -> Progress {
         Progress::AppliedFilesAndOs { os, files }
     } else {
         Progress::ApplyingFilesAndOs { os, files }
+    }
+}
+
+/// rpm-ostree refused the step's work because it has queued a reboot (`e`): the update waits
+/// for that reboot at the step it is at, starting nothing more (the record is left as it is,
+/// and the next boot resumes from it).
+pub(crate) fn reboot_under_way(rec: &UpdateRecord, e: &anyhow::Error) -> Next {
+    tracing::info!(update = rec.describe(), step = %rec.step, error = %format!("{e:#}"), "rpm-ostree has queued a reboot: nothing more starts before it, the update resumes from its record after it");
+    Next::Finish(Outcome::Rebooting)
+}
+
+/// Whether a transition is a failure (a rollback, a bad boot, Degraded): not recorded when a
+/// stop came while its step ran, since the stop may have caused it.
+fn failed(next: &Next) -> bool {
+    match next {
+        Next::Step(step) => matches!(step, Step::RollingBack | Step::BootFailed),
+        Next::Park(_, outcome) | Next::Finish(outcome) => {
+            matches!(outcome, Outcome::Degraded(_))
+        }
     }
 }
 

@@ -113,9 +113,37 @@ impl OsError {
     }
 }
 
+/// What rpm-ostreed answers to a new transaction once it has queued a reboot (after a
+/// `FinalizeDeployment`, or a `--reboot` transaction of another client).
+pub const REBOOT_INITIATED: &str = "Reboot initiated, cannot start new transaction";
+
+impl OsError {
+    /// True when rpm-ostreed refused the call because it is rebooting the node: the reboot is
+    /// under way, and nothing new should start before it.
+    pub fn is_rebooting(&self) -> bool {
+        matches!(self, OsError::Call { message, .. } if message.contains(REBOOT_INITIATED))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reboot_under_way_is_recognised() {
+        let rebooting = OsError::Call {
+            method: "UpdateDeployment".into(),
+            name: Some("org.projectatomic.rpmostreed.Error.Failed".into()),
+            message: REBOOT_INITIATED.into(),
+        };
+        assert!(rebooting.is_rebooting());
+        assert!(!rebooting.is_busy());
+        let failed = OsError::Transaction {
+            method: "Rebase".into(),
+            message: "manifest unknown".into(),
+        };
+        assert!(!failed.is_rebooting());
+    }
 
     #[test]
     fn a_call_nobody_answers_names_the_method() {

@@ -45,6 +45,8 @@ struct State {
     active: Option<Result<TransactionOutcome, String>>,
     lock_finalization: bool,
     reboots_requested: u32,
+    /// rpm-ostree has queued a reboot: new transactions are refused.
+    rebooting: bool,
 }
 
 /// An in-memory rpm-ostree on a booted node.
@@ -105,6 +107,12 @@ impl FakeOsUpdater {
             .push_back(message.to_string());
     }
 
+    /// rpm-ostree queues a reboot (another client's `--reboot`): from now on every new
+    /// transaction is refused, as rpm-ostreed refuses them ([`super::error::REBOOT_INITIATED`]).
+    pub fn queue_reboot(&self) {
+        self.lock().rebooting = true;
+    }
+
     /// A transaction left running by an earlier client, for [`OsUpdater::resume`] to find
     /// once (its result, or its failure message).
     pub fn set_active_transaction(&self, result: Result<TransactionOutcome, String>) {
@@ -129,9 +137,12 @@ impl FakeOsUpdater {
 
     /// Reboots: a staged deployment is finalized and booted, unless its finalization is
     /// locked, in which case ostree discards it; a default deployment that is not the booted
-    /// one (after a rollback) boots. Returns whether a new deployment booted.
+    /// one (after a rollback) boots; a reboot rpm-ostree had queued is over. Returns whether a
+    /// new deployment booted.
     pub fn reboot(&self) -> bool {
         let mut s = self.lock();
+        // a new boot, a new rpm-ostreed
+        s.rebooting = false;
         let Some(first) = s.deployments.first().cloned() else {
             return false;
         };
@@ -169,6 +180,14 @@ impl FakeOsUpdater {
     ) -> Result<std::sync::MutexGuard<'_, State>, OsError> {
         let mut s = self.lock();
         s.calls.push(call);
+        let transaction = !matches!(method, "Status" | "Kargs" | "Resume");
+        if s.rebooting && transaction {
+            return Err(OsError::Call {
+                method: method.to_string(),
+                name: Some("org.projectatomic.rpmostreed.Error.Failed".to_string()),
+                message: super::error::REBOOT_INITIATED.to_string(),
+            });
+        }
         if let Some(msg) = s.failures.get_mut(method).and_then(VecDeque::pop_front) {
             return Err(OsError::Transaction {
                 method: method.to_string(),

@@ -372,6 +372,11 @@ impl Node {
         self.dir.path().join(format!("agent-{n}.log"))
     }
 
+    /// The log of the agent started last.
+    pub fn last_log(&self) -> String {
+        std::fs::read_to_string(self.log_path(self.starts)).unwrap_or_default()
+    }
+
     /// Every agent log so far.
     pub fn logs(&self) -> String {
         (1..=self.starts)
@@ -390,6 +395,35 @@ impl Node {
             let _ = child.start_kill();
             let _ = child.wait().await;
         }
+    }
+
+    /// Sends SIGTERM to the agent (as `systemctl stop` or a shutdown does), waits for it to
+    /// exit (at most `timeout`, else the test fails naming the wait), returns its exit status
+    /// and how long it took.
+    pub async fn stop_agent(&mut self, timeout: Duration) -> (std::process::ExitStatus, Duration) {
+        let pid = self
+            .agent
+            .as_ref()
+            .and_then(|c| c.id())
+            .expect("no agent running");
+        let sent = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let child = self.agent.as_mut().unwrap();
+        let status = tokio::time::timeout(timeout, child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the agent did not exit within {timeout:?} of SIGTERM\n{}",
+                    self.logs()
+                )
+            })
+            .unwrap();
+        self.agent = None;
+        (status, sent.elapsed())
     }
 
     /// Waits for the agent to exit by itself (e.g. at a failpoint); its exit status.

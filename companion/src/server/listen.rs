@@ -87,17 +87,16 @@ pub async fn serve_with_fleet_lock(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let clients = Arc::new(PerClient::default());
     let limits = Arc::new(limits);
-    let stopping = shutdown.clone();
     loop {
         if *shutdown.borrow() {
-            break;
+            return;
         }
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => return,
             },
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => return,
         };
         let (stream, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -109,7 +108,7 @@ pub async fn serve_with_fleet_lock(
                     continue;
                 }
             },
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => return,
         };
         let Some(client_slot) = clients.admit(remote.ip(), limits.max_connections_per_client)
         else {
@@ -123,7 +122,6 @@ pub async fn serve_with_fleet_lock(
         let acceptor = acceptor.clone();
         let bootstrap = bootstrap.clone();
         let fleet_lock = fleet_lock.clone();
-        let stopping = stopping.clone();
         tokio::spawn(async move {
             let _permits = (permit, client_slot);
             match acceptor {
@@ -135,7 +133,6 @@ pub async fn serve_with_fleet_lock(
                         bootstrap,
                         (source, fleet_lock),
                         &limits,
-                        stopping,
                     )
                     .await
                 }
@@ -146,26 +143,12 @@ pub async fn serve_with_fleet_lock(
                         tls: false,
                         bootstrap,
                     };
-                    serve_http(stream, connection, (source, fleet_lock), &limits, stopping).await
+                    serve_http(stream, connection, (source, fleet_lock), &limits).await
                 }
             }
         });
     }
-    // Stopping: the listener closes (new clients go to another replica), requests in flight
-    // are answered, idle connections are closed; for IN_FLIGHT_GRACE at most.
-    drop(listener);
-    let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
-    if tokio::time::timeout(IN_FLIGHT_GRACE, slots.acquire_many(all))
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections still open {IN_FLIGHT_GRACE:?} after the stop; closing them");
-    }
 }
-
-/// How long a stopping server waits for the requests in flight: under the Deployment's
-/// `terminationGracePeriodSeconds` (30 s), with room for the leader to release its Lease.
-pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(20);
 
 async fn serve_tls(
     stream: WriteTimeout<TcpStream>,
@@ -174,7 +157,6 @@ async fn serve_tls(
     bootstrap: Option<Arc<BootstrapTokens>>,
     services: Services,
     limits: &Limits,
-    stopping: watch::Receiver<bool>,
 ) {
     match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
@@ -192,7 +174,7 @@ async fn serve_tls(
                 tls: true,
                 bootstrap,
             };
-            serve_http(tls, connection, services, limits, stopping).await
+            serve_http(tls, connection, services, limits).await
         }
         Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
         Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
@@ -214,13 +196,8 @@ struct Connection {
 /// What a listener answers with: configs, and FleetLock when on.
 type Services = (Arc<dyn ConfigSource>, Option<Arc<FleetLock>>);
 
-async fn serve_http<S>(
-    stream: S,
-    connection: Connection,
-    services: Services,
-    limits: &Limits,
-    mut stopping: watch::Receiver<bool>,
-) where
+async fn serve_http<S>(stream: S, connection: Connection, services: Services, limits: &Limits)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let remote = connection.remote;
@@ -282,16 +259,7 @@ async fn serve_http<S>(
         .max_headers(limits.max_headers)
         .keep_alive(true)
         .serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    let ended = tokio::select! {
-        ended = connection.as_mut() => ended,
-        _ = async { stopping.wait_for(|stop| *stop).await.map(|_| ()) } => {
-            // the request in flight is answered, then the connection closes
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
-    };
-    if let Err(err) = ended {
+    if let Err(err) = connection.await {
         tracing::debug!(%remote, "connection ended: {err}");
     }
 }

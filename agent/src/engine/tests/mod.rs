@@ -13,6 +13,7 @@ mod reboot;
 mod rebootless;
 mod resume;
 mod stale_temps;
+mod stop;
 
 use std::fs;
 use std::path::{Path, PathBuf};

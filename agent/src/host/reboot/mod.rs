@@ -107,6 +107,19 @@ pub enum RebootError {
     },
 }
 
+impl RebootError {
+    /// Whether rpm-ostreed refused because it has queued a reboot already: the reboot is
+    /// under way.
+    pub fn reboot_queued(&self) -> bool {
+        match self {
+            RebootError::Finalize { error, .. } | RebootError::OsStatus(error) => {
+                error.is_rebooting()
+            }
+            _ => false,
+        }
+    }
+}
+
 /// What is staged for the next boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Staged {
