@@ -145,7 +145,8 @@ pub struct ServeArgs {
     /// `extension-apiserver-authentication` ConfigMap in `kube-system`): nodes that present a
     /// kubelet client certificate it signed (`CN=system:node:NAME`, `O=system:nodes`) get their
     /// per-node configs. Without it no client can prove a node name and no per-node config is
-    /// served.
+    /// served. With it, FleetLock serves only proven nodes, on the TLS listener, each for
+    /// itself.
     #[arg(long, env = "MCO_COMPANION_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
     /// First-boot bootstrap tokens: a directory with one file per node, named after the node
@@ -250,15 +251,19 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     let fleet_lock;
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
         (Some(dir), _) => {
-            fleet_lock = args.fleet_lock.standalone()?;
             let standalone = Arc::new(Standalone::open(dir, args.base.options())?);
+            fleet_lock = args
+                .fleet_lock
+                .standalone(standalone.clone(), args.client_ca.is_some())?;
             let poll = Duration::from_secs(args.poll_interval.max(1));
             tasks.spawn(standalone.clone().watch(poll, shutdown.clone()));
             standalone
         }
         (None, Some(kubeconfig)) => {
             let client = crate::cluster::client(kubeconfig).await?;
-            fleet_lock = args.fleet_lock.cluster(client.clone())?;
+            fleet_lock = args
+                .fleet_lock
+                .cluster(client.clone(), args.client_ca.is_some())?;
             // With the controller, the config server reads the controller's MachineConfigs.
             let mut shared_configs = None;
             if args.controller {

@@ -1,6 +1,8 @@
 //! FleetLock on `mco-companion serve` (standalone, the real binary over TLS), spoken to by the
 //! agent's own FleetLock client: holders survive a restart of the companion (even a SIGKILL),
-//! locks are recursive and owned, and the answers follow the protocol for any client (curl).
+//! locks are recursive and owned, and the answers follow the protocol for any client (curl);
+//! with `--client-ca`, only nodes that prove their names, each for itself, never over plain
+//! HTTP, and only in known groups.
 
 mod common;
 
@@ -21,6 +23,10 @@ impl Drop for Companion {
 }
 
 fn start(pki: &Pki, port: u16, state: &Path) -> Companion {
+    start_with(pki, port, state, &[])
+}
+
+fn start_with(pki: &Pki, port: u16, state: &Path, extra: &[&str]) -> Companion {
     let child = Command::new(env!("CARGO_BIN_EXE_mco-companion"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .arg("--manifests")
@@ -32,6 +38,7 @@ fn start(pki: &Pki, port: u16, state: &Path) -> Companion {
         .arg("--fleet-lock-state")
         .arg(state)
         .args(["--fleet-lock-group-slots", "infra=2"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -124,8 +131,8 @@ fn the_answers_for_any_client() {
         let (body, code) = text.rsplit_once('\n').unwrap();
         (code.to_string(), body.to_string())
     };
-    let a = r#"{"client_params":{"id":"c988d2509fdf4cdcbed39037c56406fb","group":"workers"}}"#;
-    let b = r#"{"client_params":{"id":"other","group":"workers"}}"#;
+    let a = r#"{"client_params":{"id":"c988d2509fdf4cdcbed39037c56406fb","group":"worker"}}"#;
+    let b = r#"{"client_params":{"id":"other","group":"worker"}}"#;
     let rows: &[(&str, bool, &str, &str, &str)] = &[
         ("/v1/pre-reboot", true, a, "200", ""),
         (
@@ -164,4 +171,99 @@ fn the_answers_for_any_client() {
             assert!(!e["value"].as_str().unwrap().is_empty(), "{text}");
         }
     }
+}
+
+/// With `--client-ca`: a node's kubelet certificate locks and unlocks its own slot; no one
+/// else (no certificate, an admin's certificate, another node's, the plain-HTTP listener) can
+/// give that slot back or take the group; unknown groups are refused; the refusal of a full
+/// group names no holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_client_authentication_only_nodes_lock_and_only_their_own_slots() {
+    let pki = Pki::new();
+    let state = pki.dir.path().join("fleet-lock.json");
+    let (port, plain) = (free_port(), free_port());
+    let insecure = format!("127.0.0.1:{plain}");
+    let client_ca = pki.client_ca();
+    let _companion = start_with(
+        &pki,
+        port,
+        &state,
+        &[
+            "--client-ca",
+            client_ca.to_str().unwrap(),
+            "--insecure-listen",
+            &insecure,
+        ],
+    );
+    let url = format!("https://127.0.0.1:{port}");
+    let node = |name: &str, group: &str| {
+        let cert = pki.client_cert(&format!("system:node:{name}"), "system:nodes");
+        FleetLockClient::new(&url, Some(&pki.ca()), Some(&cert), false, name, group).unwrap()
+    };
+    let (m0, m1) = (node("master-0", "infra"), node("master-1", "worker"));
+    assert_eq!(m0.pre_reboot().await.unwrap(), LockAnswer::Ok);
+    assert_eq!(m1.pre_reboot().await.unwrap(), LockAnswer::Ok);
+    let m2 = node("master-2", "worker");
+    let refused = m2.pre_reboot().await.unwrap();
+    assert!(full(refused.clone()), "{refused:?}");
+    assert!(
+        !format!("{refused:?}").contains("master-1"),
+        "the refusal names the holder: {refused:?}"
+    );
+
+    let admin = pki.client_cert("system:admin", "system:masters");
+    let curl = |scheme_port: &str, cert: Option<&Path>, body: &str| -> (String, String) {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "5", "-w", "\n%{http_code}", "--cacert"])
+            .arg(pki.ca())
+            .args(["-X", "POST", "-H", "fleet-lock-protocol: true", "-d", body]);
+        if let Some(cert) = cert {
+            cmd.arg("--cert").arg(cert);
+        }
+        let out = cmd
+            .arg(format!("{scheme_port}/v1/steady-state"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.to_string(), body.to_string())
+    };
+    let release_m1 = r#"{"client_params":{"id":"master-1","group":"worker"}}"#;
+    let m0_cert = pki.client_cert("system:node:master-0", "system:nodes");
+    let tls = format!("https://127.0.0.1:{port}");
+    let http = format!("http://127.0.0.1:{plain}");
+    for (what, base, cert, code, part) in [
+        ("no certificate", &tls, None, "401", "prove their names"),
+        (
+            "an admin's certificate",
+            &tls,
+            Some(admin.as_path()),
+            "401",
+            "is not system:node:NAME",
+        ),
+        ("plain HTTP", &http, None, "401", "plain HTTP"),
+        (
+            "another node's certificate",
+            &tls,
+            Some(m0_cert.as_path()),
+            "403",
+            "proved to be node",
+        ),
+    ] {
+        let (got, text) = curl(base, cert, release_m1);
+        assert_eq!(got, code, "{what}: {text}");
+        assert!(text.contains(part), "{what}: {text}");
+    }
+    assert!(
+        full(m2.pre_reboot().await.unwrap()),
+        "master-1's slot was given back by someone else"
+    );
+    // a group no pool has is refused, even to a proven node
+    let ghost = node("master-0", "ghost").pre_reboot().await.unwrap();
+    assert!(
+        matches!(&ghost, LockAnswer::Refused { kind: Some(k), .. } if k == "invalid_client_params"),
+        "{ghost:?}"
+    );
+    assert_eq!(m1.steady_state().await.unwrap(), LockAnswer::Ok);
+    assert_eq!(m2.pre_reboot().await.unwrap(), LockAnswer::Ok);
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use machine_config::MachineConfiguration;
 use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use mco_agent::engine::Status;
+use mco_companion::fleet_lock::access::StandaloneGroups;
 use mco_companion::fleet_lock::file_store::FileStore;
 use mco_companion::fleet_lock::{FleetLock, Slots};
 use mco_companion::server::{self, ConfigSource, Limits};
@@ -150,13 +151,19 @@ impl Node {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
-        let source: Arc<dyn ConfigSource> = standalone;
-        // FleetLock on, as `mco-companion serve` has it by default
+        // FleetLock on, as `mco-companion serve` has it by default: the manifests' pools
         let fleet_lock_state = dir.path().join("fleet-lock.json");
+        let groups = Arc::new(StandaloneGroups {
+            source: standalone.clone(),
+            configured: Default::default(),
+        });
         let fleet_lock = Arc::new(FleetLock::new(
             Arc::new(FileStore::open(&fleet_lock_state).unwrap()),
             Slots::default(),
+            groups,
+            false,
         ));
+        let source: Arc<dyn ConfigSource> = standalone;
         tokio::spawn(server::serve_with_fleet_lock(
             listener,
             Some(tls),

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::access::{PoolGroups, StandaloneGroups};
 use super::file_store::FileStore;
 use super::lease_store::LeaseStore;
 use super::{FleetLock, LockStore, Slots};
+use crate::standalone::Standalone;
 
 /// Where the standalone state file goes unless `--fleet-lock-state` says: systemd's
 /// `StateDirectory=` when set, else this directory.
@@ -59,8 +61,21 @@ impl FleetLockArgs {
         }
     }
 
-    /// Standalone: semaphores in the state file.
-    pub fn standalone(&self) -> Result<Option<Arc<FleetLock>>> {
+    /// The groups given slots on the command line.
+    fn configured_groups(&self) -> std::collections::BTreeSet<String> {
+        self.fleet_lock_group_slots
+            .iter()
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Standalone: semaphores in the state file; the groups are `source`'s pools.
+    /// `nodes_only`: clients must prove to be nodes (`--client-ca`).
+    pub fn standalone(
+        &self,
+        source: Arc<Standalone>,
+        nodes_only: bool,
+    ) -> Result<Option<Arc<FleetLock>>> {
         if self.no_fleet_lock {
             return Ok(None);
         }
@@ -81,11 +96,25 @@ impl FleetLockArgs {
             }
         };
         let store: Arc<dyn LockStore> = Arc::new(FileStore::open(&path)?);
-        Ok(Some(Arc::new(FleetLock::new(store, self.slots()))))
+        let groups = Arc::new(StandaloneGroups {
+            source,
+            configured: self.configured_groups(),
+        });
+        Ok(Some(Arc::new(FleetLock::new(
+            store,
+            self.slots(),
+            groups,
+            nodes_only,
+        ))))
     }
 
-    /// Cluster mode: semaphores in Leases, shared by every replica.
-    pub fn cluster(&self, client: kube::Client) -> Result<Option<Arc<FleetLock>>> {
+    /// Cluster mode: semaphores in Leases, shared by every replica; the groups are the
+    /// MachineConfigPools. `nodes_only`: clients must prove to be nodes (`--client-ca`).
+    pub fn cluster(
+        &self,
+        client: kube::Client,
+        nodes_only: bool,
+    ) -> Result<Option<Arc<FleetLock>>> {
         if self.no_fleet_lock {
             return Ok(None);
         }
@@ -96,7 +125,17 @@ impl FleetLockArgs {
             .fleet_lock_namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
+        let groups = Arc::new(PoolGroups {
+            pools: kube::Api::all(client.clone()),
+            nodes: kube::Api::all(client.clone()),
+            configured: self.configured_groups(),
+        });
         let store: Arc<dyn LockStore> = Arc::new(LeaseStore::new(client, &namespace));
-        Ok(Some(Arc::new(FleetLock::new(store, self.slots()))))
+        Ok(Some(Arc::new(FleetLock::new(
+            store,
+            self.slots(),
+            groups,
+            nodes_only,
+        ))))
     }
 }

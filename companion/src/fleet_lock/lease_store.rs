@@ -3,7 +3,8 @@
 //! annotation of the Lease (JSON list of ids, [`HOLDERS_ANNOTATION`]), also shown, comma
 //! separated, as its `holderIdentity` for `kubectl get lease`. Every change is a create or a
 //! replace at the resourceVersion that was read: when two replicas change a group at once the
-//! API server refuses one (409), which reads again and retries.
+//! API server refuses one (409), which reads again and retries. The last holder's unlock deletes
+//! the Lease (also at the version read): empty groups leave nothing behind.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams, Preconditions};
 
 use super::semaphore;
 use super::{LockError, LockStore};
@@ -60,11 +61,24 @@ impl LeaseStore {
                 return Ok(());
             }
             let written = match found {
+                // the last holder left: delete the Lease (at the version read), so that groups
+                // that come and go leave nothing behind
+                Some(lease) if holders.is_empty() => {
+                    let params = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            resource_version: lease.metadata.resource_version.clone(),
+                            uid: None,
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    self.api.delete(&name, &params).await.map(|_| ())
+                }
                 Some(mut lease) => {
                     set_holders(&mut lease, group, &holders);
                     self.api
                         .replace(&name, &PostParams::default(), &lease)
                         .await
+                        .map(|_| ())
                 }
                 None => {
                     let mut lease = Lease {
@@ -80,7 +94,10 @@ impl LeaseStore {
                         spec: Some(LeaseSpec::default()),
                     };
                     set_holders(&mut lease, group, &holders);
-                    self.api.create(&PostParams::default(), &lease).await
+                    self.api
+                        .create(&PostParams::default(), &lease)
+                        .await
+                        .map(|_| ())
                 }
             };
             match written {

@@ -7,9 +7,11 @@
 //! | 200, empty | locked (or already held by this id); unlocked (or not held) | — |
 //! | 400 | no `fleet-lock-protocol: true` header | `invalid_missing_protocol_header` |
 //! | 400 | a body that is not `{"client_params": {"id", "group"}}` with a valid group | `invalid_client_params` |
-//! | 403 | a client that proved to be a node (its certificate or bootstrap token) asks for another id | `invalid_client_params` |
+//! | 400 | a group that is not known ([`access`]) | `invalid_client_params` |
+//! | 401 | with `--client-ca`: a client that did not prove to be a node, or the plain-HTTP listener | `unauthenticated` |
+//! | 403 | a client that proved to be a node (its certificate or bootstrap token) asks for another id, or (cluster) another pool's group | `invalid_client_params` |
 //! | 405 | not a POST | `invalid_method` |
-//! | 409 | every slot of the group is held by others | `failed_lock_semaphore_full` |
+//! | 409 | every slot of the group is held by others (not named) | `failed_lock_semaphore_full` |
 //! | 413 | a body over 4 KiB | `invalid_client_params` |
 //! | 500 | the state could not be read or written | `failed_semaphore_backend` |
 //! | 503 | (cluster) another replica kept changing the group; try again | `failed_semaphore_backend` |
@@ -17,6 +19,7 @@
 //! Where the semaphores live: standalone a state file ([`file_store`]), in a cluster Leases
 //! ([`lease_store`]), so that restarts and replicas agree on who holds a slot.
 
+pub mod access;
 pub mod args;
 pub mod file_store;
 pub mod lease_store;
@@ -40,6 +43,8 @@ use crate::peer::Peer;
 pub const MAX_BODY_BYTES: usize = 4096;
 /// The `kind` of a request with another method than POST.
 pub const INVALID_METHOD: &str = "invalid_method";
+/// The `kind` of a request from a client that did not prove to be a node, where nodes must.
+pub const UNAUTHENTICATED: &str = "unauthenticated";
 
 /// Why a lock operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +92,9 @@ impl Slots {
 pub struct FleetLock {
     store: Arc<dyn LockStore>,
     slots: Slots,
+    groups: Arc<dyn access::Groups>,
+    /// `--client-ca`: only proven nodes, over TLS ([`access::authenticate`]).
+    nodes_only: bool,
 }
 
 /// Whether `path` is one of the FleetLock endpoints.
@@ -95,13 +103,31 @@ pub fn is_fleet_lock_path(path: &str) -> bool {
 }
 
 impl FleetLock {
-    pub fn new(store: Arc<dyn LockStore>, slots: Slots) -> Self {
-        tracing::info!(store = store.describe(), slots = slots.default, per_group = ?slots.per_group, "FleetLock served at {PRE_REBOOT_PATH} and {STEADY_STATE_PATH}");
-        FleetLock { store, slots }
+    /// `groups`: the groups clients may use; `nodes_only`: whether clients must prove to be
+    /// nodes (the server checks client certificates).
+    pub fn new(
+        store: Arc<dyn LockStore>,
+        slots: Slots,
+        groups: Arc<dyn access::Groups>,
+        nodes_only: bool,
+    ) -> Self {
+        tracing::info!(store = store.describe(), slots = slots.default, per_group = ?slots.per_group, groups = groups.describe(), nodes_only, "FleetLock served at {PRE_REBOOT_PATH} and {STEADY_STATE_PATH}");
+        if !nodes_only {
+            tracing::warn!(
+                "FleetLock is anonymous: without --client-ca any client that reaches the \
+                 listener can take or release any slot"
+            );
+        }
+        FleetLock {
+            store,
+            slots,
+            groups,
+            nodes_only,
+        }
     }
 
     /// Answers a request to one of the endpoints ([`is_fleet_lock_path`]). `body`: `None` when
-    /// it was over [`MAX_BODY_BYTES`].
+    /// it was over [`MAX_BODY_BYTES`]; `over_tls`: whether it came on the TLS listener.
     pub async fn answer(
         &self,
         method: &Method,
@@ -109,6 +135,7 @@ impl FleetLock {
         headers: &HeaderMap,
         body: Option<&[u8]>,
         peer: &Peer,
+        over_tls: bool,
     ) -> Response<Full<Bytes>> {
         if *method != Method::POST {
             return error(
@@ -124,6 +151,10 @@ impl FleetLock {
                 format!("the request has no '{HEADER}: {HEADER_VALUE}' header"),
             );
         }
+        let proven = match access::authenticate(peer, over_tls, self.nodes_only) {
+            Ok(proven) => proven,
+            Err(why) => return error(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, why),
+        };
         let Some(body) = body else {
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -137,7 +168,7 @@ impl FleetLock {
         };
         let (id, group) = (&request.client_params.id, &request.client_params.group);
         // a node that proved its name holds and releases only its own slot
-        if let Peer::Node(node) | Peer::Token(node) = peer
+        if let Some(node) = proven
             && node != id
         {
             return error(
@@ -146,7 +177,34 @@ impl FleetLock {
                 format!("client_params.id {id:?}: the client proved to be node {node:?}"),
             );
         }
+        if group.len() > access::MAX_GROUP_BYTES {
+            return error(
+                StatusCode::BAD_REQUEST,
+                kind::INVALID_REQUEST,
+                format!(
+                    "client_params.group is {} bytes long: at most {} are served",
+                    group.len(),
+                    access::MAX_GROUP_BYTES
+                ),
+            );
+        }
         let locking = path == PRE_REBOOT_PATH;
+        // Giving back one's own slot is harmless in any known group (a node moved to another
+        // pool still frees the old one); taking one is for the node's own pool only.
+        let owner = if locking { proven } else { None };
+        match self.groups.check(group, owner).await {
+            Ok(()) => {}
+            Err(access::GroupRefusal::Unknown(why)) => {
+                return error(StatusCode::BAD_REQUEST, kind::INVALID_REQUEST, why);
+            }
+            Err(access::GroupRefusal::NotOwn(why)) => {
+                return error(StatusCode::FORBIDDEN, kind::INVALID_REQUEST, why);
+            }
+            Err(access::GroupRefusal::Backend(why)) => {
+                tracing::error!(group, id, "FleetLock: {why}");
+                return error(StatusCode::INTERNAL_SERVER_ERROR, kind::BACKEND, why);
+            }
+        }
         let result = if locking {
             self.store.lock(group, id, self.slots.of(group)).await
         } else {
@@ -167,10 +225,11 @@ impl FleetLock {
                 error(
                     StatusCode::CONFLICT,
                     kind::SEMAPHORE_FULL,
+                    // the holders are other nodes: logged above, never told to a client
                     format!(
-                        "semaphore of group {group:?} is full: its {} slot(s) are held by {}",
+                        "semaphore of group {group:?} is full: its {} slot(s) are held by other \
+                         clients",
                         full.slots,
-                        full.holders.join(", ")
                     ),
                 )
             }

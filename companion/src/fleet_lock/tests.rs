@@ -1,5 +1,6 @@
 use super::file_store::{FileStore, State};
 use super::*;
+use async_trait::async_trait;
 use http_body_util::BodyExt;
 
 fn body(id: &str, group: &str) -> Vec<u8> {
@@ -20,7 +21,7 @@ async fn call(
     body: Option<&[u8]>,
     peer: &Peer,
 ) -> (StatusCode, String) {
-    let response = lock.answer(&method, path, headers, body, peer).await;
+    let response = lock.answer(&method, path, headers, body, peer, true).await;
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
@@ -28,7 +29,7 @@ async fn call(
 
 fn service(dir: &std::path::Path, slots: Slots) -> FleetLock {
     let store = FileStore::open(&dir.join("fleet-lock.json")).unwrap();
-    FleetLock::new(Arc::new(store), slots)
+    FleetLock::new(Arc::new(store), slots, Arc::new(access::AnyGroup), false)
 }
 
 #[tokio::test]
@@ -220,7 +221,173 @@ async fn the_protocols_answers() {
         &anon,
     )
     .await;
-    assert!(text.contains("its 1 slot(s) are held by b"), "{text}");
+    assert!(
+        text.contains("its 1 slot(s) are held by other clients"),
+        "{text}"
+    );
+    assert!(!text.contains("by b"), "{text}");
+}
+
+/// Groups as a cluster has them: pools `worker` and `master`; node `w0` in `worker`, `m0` in
+/// `master`.
+struct Pools;
+
+#[async_trait]
+impl access::Groups for Pools {
+    async fn check(&self, group: &str, node: Option<&str>) -> Result<(), access::GroupRefusal> {
+        if !["worker", "master"].contains(&group) {
+            return Err(access::GroupRefusal::Unknown(format!("{group:?} unknown")));
+        }
+        let own = match node {
+            None => return Ok(()),
+            Some("w0") => "worker",
+            Some("m0") => "master",
+            Some(other) => return Err(access::GroupRefusal::NotOwn(format!("no Node {other}"))),
+        };
+        if own == group {
+            Ok(())
+        } else {
+            Err(access::GroupRefusal::NotOwn(format!("{own:?} is its own")))
+        }
+    }
+
+    fn describe(&self) -> String {
+        "test pools".to_string()
+    }
+}
+
+#[tokio::test]
+async fn with_client_authentication_only_proven_nodes_act_and_only_for_their_own_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(&dir.path().join("fleet-lock.json")).unwrap();
+    let lock = FleetLock::new(Arc::new(store), Slots::default(), Arc::new(Pools), true);
+    let h = protocol_headers();
+    let (w0, w1, m0) = (
+        Peer::Node("w0".to_string()),
+        Peer::Token("w1".to_string()),
+        Peer::Node("m0".to_string()),
+    );
+    let (anon, admin) = (Peer::Anonymous, Peer::NotANode("CN=admin".to_string()));
+    let long = "w".repeat(access::MAX_GROUP_BYTES + 1);
+    // (path, id, group, peer, over TLS, status, a part of the answer)
+    let rows: Vec<(&str, &str, &str, &Peer, bool, u16, &str)> = vec![
+        (PRE_REBOOT_PATH, "m0", "master", &m0, true, 200, ""),
+        // nobody else may give back or take m0's slot: anonymous, plain HTTP, another cert
+        (
+            STEADY_STATE_PATH,
+            "m0",
+            "master",
+            &anon,
+            true,
+            401,
+            UNAUTHENTICATED,
+        ),
+        (
+            STEADY_STATE_PATH,
+            "m0",
+            "master",
+            &anon,
+            false,
+            401,
+            "plain HTTP",
+        ),
+        (
+            STEADY_STATE_PATH,
+            "m0",
+            "master",
+            &m0,
+            false,
+            401,
+            "plain HTTP",
+        ),
+        (
+            STEADY_STATE_PATH,
+            "m0",
+            "master",
+            &admin,
+            true,
+            401,
+            "CN=admin",
+        ),
+        (
+            STEADY_STATE_PATH,
+            "m0",
+            "master",
+            &w0,
+            true,
+            403,
+            "proved to be node",
+        ),
+        (
+            PRE_REBOOT_PATH,
+            "x",
+            "master",
+            &anon,
+            true,
+            401,
+            UNAUTHENTICATED,
+        ),
+        // a worker may not take the masters' group, nor an unknown or a long one
+        (
+            PRE_REBOOT_PATH,
+            "w0",
+            "master",
+            &w0,
+            true,
+            403,
+            "is its own",
+        ),
+        (PRE_REBOOT_PATH, "w0", "ghost", &w0, true, 400, "unknown"),
+        (PRE_REBOOT_PATH, "w0", &long, &w0, true, 400, "bytes long"),
+        (
+            PRE_REBOOT_PATH,
+            "w1",
+            "worker",
+            &w1,
+            true,
+            403,
+            "no Node w1",
+        ),
+        (PRE_REBOOT_PATH, "w0", "worker", &w0, true, 200, ""),
+        // giving back one's own slot in a known group is allowed (a node that moved pools)
+        (STEADY_STATE_PATH, "w0", "master", &w0, true, 200, ""),
+        // m0 still holds master: the refusal does not name it
+        (PRE_REBOOT_PATH, "m0", "master", &m0, true, 200, ""),
+        (STEADY_STATE_PATH, "m0", "master", &m0, true, 200, ""),
+    ];
+    for (i, (path, id, group, peer, tls, status, part)) in rows.into_iter().enumerate() {
+        let response = lock
+            .answer(&Method::POST, path, &h, Some(&body(id, group)), peer, tls)
+            .await;
+        let got = response.status().as_u16();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert_eq!(
+            got, status,
+            "row {i}: {path} {id} {group:.20} {peer:?}: {text}"
+        );
+        assert!(text.contains(part), "row {i}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_full_group_is_refused_without_naming_its_holders() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = protocol_headers();
+    let open = service(dir.path(), Slots::default());
+    for (id, status) in [("m0", 200), ("m1", 409)] {
+        let (got, text) = call(
+            &open,
+            Method::POST,
+            PRE_REBOOT_PATH,
+            &h,
+            Some(&body(id, "master")),
+            &Peer::Anonymous,
+        )
+        .await;
+        assert_eq!(got.as_u16(), status, "{id}: {text}");
+        assert!(!text.contains("m0"), "the refusal names the holder: {text}");
+    }
 }
 
 #[tokio::test]
@@ -272,7 +439,7 @@ async fn holders_survive_a_restart_and_slots_are_per_group() {
             .into()
         }
     );
-    let lock = FleetLock::new(Arc::new(store), slots);
+    let lock = FleetLock::new(Arc::new(store), slots, Arc::new(access::AnyGroup), false);
     let (s, _) = call(
         &lock,
         Method::POST,
@@ -326,7 +493,12 @@ async fn a_state_file_that_cannot_be_written_answers_500_and_changes_nothing() {
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let store = FileStore::open(&path).unwrap();
     std::fs::remove_dir(dir.path().join("sub")).unwrap();
-    let lock = FleetLock::new(Arc::new(store), Slots::default());
+    let lock = FleetLock::new(
+        Arc::new(store),
+        Slots::default(),
+        Arc::new(access::AnyGroup),
+        false,
+    );
     let h = protocol_headers();
     let (s, text) = call(
         &lock,

@@ -222,7 +222,7 @@ where
         if let Some(lock) = &fleet_lock
             && fleet_lock::is_fleet_lock_path(uri.path())
         {
-            let lock = lock.clone();
+            let (lock, over_tls) = (lock.clone(), connection.tls);
             return Box::pin(async move {
                 let (parts, body) = request.into_parts();
                 let limited = http_body_util::Limited::new(body, fleet_lock::MAX_BODY_BYTES);
@@ -237,6 +237,7 @@ where
                         &parts.headers,
                         bytes.as_deref(),
                         &peer,
+                        over_tls,
                     )
                     .await;
                 Ok::<_, Infallible>(response)

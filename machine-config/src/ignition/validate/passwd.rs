@@ -79,6 +79,22 @@ pub(crate) fn check_password_hash(hash: &str) -> Result<(), String> {
     bad("it does not start with '$' and is not a 13-character DES hash")
 }
 
+/// Why an SSH key entry is not one `authorized_keys` line: each entry becomes a line, so a line
+/// break (or a carriage return, a NUL, any other control character but a tab) would add lines
+/// of its own (another key, or options such as `command=`) that no reviewer of the entry sees.
+fn key_line_break(key: &str) -> Option<String> {
+    let c = key.chars().find(|c| c.is_control() && *c != '\t')?;
+    let what = match c {
+        '\n' => "a line break (\\n)".to_string(),
+        '\r' => "a carriage return (\\r)".to_string(),
+        '\0' => "a NUL".to_string(),
+        c => format!("a control character (U+{:04X})", u32::from(c)),
+    };
+    Some(format!(
+        "SSH key (not shown) has {what}: each entry must be one authorized_keys line"
+    ))
+}
+
 pub(super) fn validate_passwd(cfg: &Config, r: &mut Report) {
     let mut users: HashMap<&str, usize> = HashMap::new();
     for (i, u) in cfg.passwd.users.iter().enumerate() {
@@ -95,6 +111,11 @@ pub(super) fn validate_passwd(cfg: &Config, r: &mut Report) {
         }
         if let Some(Err(e)) = u.password_hash.as_deref().map(check_password_hash) {
             r.err(format!("{at}.passwordHash"), &subject, e);
+        }
+        for (j, key) in u.ssh_authorized_keys.iter().enumerate() {
+            if let Some(why) = key_line_break(key) {
+                r.err(format!("{at}.sshAuthorizedKeys.{j}"), &subject, why);
+            }
         }
         let keys = u.ssh_authorized_keys.iter().map(String::as_str);
         unique_strings(
@@ -128,7 +149,35 @@ pub(super) fn validate_passwd(cfg: &Config, r: &mut Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::check_password_hash;
+    use super::{check_password_hash, key_line_break};
+
+    #[test]
+    fn ssh_keys_are_one_line_each() {
+        for (key, want) in [
+            ("ssh-ed25519 AAAA user@host", None),
+            ("ssh-ed25519\tAAAA\tuser", None),
+            (
+                "ssh-ed25519 AAAA a\ncommand=\"sh\" ssh-ed25519 BBBB",
+                Some("a line break (\\n)"),
+            ),
+            ("ssh-ed25519 AAAA a\r", Some("a carriage return (\\r)")),
+            ("ssh-ed25519 AAAA\0", Some("a NUL")),
+            (
+                "ssh-ed25519 AAAA\u{1b}[2J",
+                Some("a control character (U+001B)"),
+            ),
+        ] {
+            let got = key_line_break(key);
+            match want {
+                None => assert_eq!(got, None, "{key:?}"),
+                Some(part) => {
+                    let got = got.unwrap_or_else(|| panic!("{key:?} passed"));
+                    assert!(got.contains(part), "{key:?}: {got}");
+                    assert!(!got.contains("AAAA"), "the key is shown: {got}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn accepts_what_crypt_and_shadow_use() {

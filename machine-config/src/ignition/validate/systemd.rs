@@ -32,6 +32,11 @@ fn check_name_segment(name: &str) -> Result<(), &'static str> {
     if name.contains('/') || name.contains('\0') || name == "." || name == ".." {
         return Err("name must be a single path segment (no '/', NUL, '.' or '..')");
     }
+    // A line break in a unit name is written and enabled, and breaks every list of units
+    // (systemctl's output, the agent's own records) it appears in.
+    if name.chars().any(char::is_control) {
+        return Err("name has a control character (such as a line break)");
+    }
     Ok(())
 }
 
