@@ -76,7 +76,8 @@ async fn fleet_lock_a_reboot_waits_for_the_slot_holds_it_across_the_reboot_and_g
     assert!(
         waiting.contains(&format!(
             "the update to {new_name} waits for a FleetLock reboot slot in group worker"
-        )) && waiting.contains("held by node-1")
+        )) && waiting.contains("held by other clients")
+            && !waiting.contains("node-1")
             && waiting.contains("(failed_lock_semaphore_full)"),
         "{waiting}"
     );
