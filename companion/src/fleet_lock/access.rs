@@ -185,7 +185,8 @@ mod tests {
         let other = Peer::NotANode("CN admin".to_string());
         let anon = Peer::Anonymous;
         // (peer, over TLS, nodes only, Ok(id) or a part of the refusal)
-        let rows: [(&Peer, bool, bool, Result<Option<&str>, &str>); 10] = [
+        type Row<'a> = (&'a Peer, bool, bool, Result<Option<&'a str>, &'a str>);
+        let rows: [Row<'_>; 10] = [
             (&node, true, true, Ok(Some("w0"))),
             (&token, true, true, Ok(Some("w0"))),
             (&node, true, false, Ok(Some("w0"))),
