@@ -34,6 +34,8 @@ packages=(
   python3
   # the hook tests' ansible-core venv (below)
   python3-venv
+  # the alert rules' tests (promtool test rules, agent/src/metrics/alert_rules.rs)
+  prometheus
 )
 
 missing=()

@@ -449,6 +449,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
             metrics::start(&without, engine.root()).await?
         }
     };
+    metrics.metrics().set_node(&node);
     engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     let mut daemon = match &api {

@@ -10,6 +10,7 @@
 //! | `mcd_reboots_failed_total` | counter | reboot requests that failed |
 //! | `mcd_pivot_errors_total` | gauge | OS changes (rebase, kernel arguments, kernel type, extensions) that failed since the last one that succeeded or was not needed (the MCD's gauge) |
 //! | `mcd_kubelet_state` | gauge | consecutive failed kubelet health checks |
+//! | `mcc_drain_err{node}` | gauge | 1 when the node's last drain failed, 0 once one succeeded (the MCO's controller metric: here the agent drains its own node) |
 //! | `mcd_host_os_and_version{os,version}` | gauge | 1, labelled with the host's OS (`RHCOS`, `FCOS`, `SCOS`, else its os-release `ID` upper-cased) and `VERSION_ID` |
 //! | `mco_agent_updates_total{result}` | counter | update runs that ended, by outcome: `Done`, `Rebooting`, `NeedsReboot`, `Degraded`, `Unreconcilable` (a reboot update counts `Rebooting` in the boot that started it and `Done` in the boot that verified it) |
 //! | `mco_agent_update_duration_seconds{result}` | histogram | start to end of updates that ended (`Done`, `Degraded`, `Unreconcilable`), across the reboot of a reboot update |
@@ -23,6 +24,8 @@ pub mod kubelet;
 pub mod observer;
 pub mod server;
 
+#[cfg(test)]
+mod alert_rules;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +65,9 @@ pub struct Metrics {
     boot_rollbacks: Counter,
     pivot_errors: Gauge,
     kubelet_state: Gauge,
+    drain_err: Family<Labels, Gauge>,
+    /// The node's name, the `node` label of `mcc_drain_err`.
+    node: std::sync::Mutex<String>,
     host_os: Family<Labels, Gauge>,
     updates: Family<Labels, Counter>,
     update_duration: HistogramFamily,
@@ -86,6 +92,8 @@ impl Metrics {
             boot_rollbacks: Counter::default(),
             pivot_errors: Gauge::default(),
             kubelet_state: Gauge::default(),
+            drain_err: Family::default(),
+            node: std::sync::Mutex::new(String::new()),
             host_os: Family::default(),
             updates: Family::default(),
             update_duration: Family::new_with_constructor(duration_histogram),
@@ -127,6 +135,11 @@ impl Metrics {
             "mcd_kubelet_state",
             "state of kubelet health monitor",
             m.kubelet_state.clone(),
+        );
+        r.register(
+            "mcc_drain_err",
+            "errors from failed drain",
+            m.drain_err.clone(),
         );
         r.register(
             "mcd_host_os_and_version",
@@ -233,9 +246,19 @@ impl Metrics {
         }
     }
 
-    /// A drain ended.
+    /// The node's name, which labels `mcc_drain_err` (as the MCO's controller labels it).
+    pub fn set_node(&self, name: &str) {
+        *self.node.lock().unwrap_or_else(|p| p.into_inner()) = name.to_string();
+    }
+
+    /// A drain ended: `mco_agent_drain_duration_seconds`, and `mcc_drain_err` 1 after a
+    /// failure, 0 after a success (the MCO's controller resets it when a drain succeeds).
     pub fn drain_ended(&self, success: bool, duration: Duration) {
         let result = if success { "success" } else { "failure" };
+        let node = self.node.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        self.drain_err
+            .get_or_create(&vec![("node".to_string(), node)])
+            .set(i64::from(!success));
         self.drain_duration
             .get_or_create(&vec![("result".to_string(), result.to_string())])
             .observe(duration.as_secs_f64());

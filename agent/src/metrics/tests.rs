@@ -15,10 +15,10 @@ use crate::rootfs::Root;
 
 /// One sample of the exposition.
 #[derive(Debug, Clone, PartialEq)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
+pub(super) struct Sample {
+    pub(super) name: String,
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) value: f64,
 }
 
 /// Parses the OpenMetrics text: `name{k="v",...} value` lines, comments skipped; the text must
@@ -69,7 +69,7 @@ fn parse_labels(mut s: &str) -> BTreeMap<String, String> {
 }
 
 /// The value of the series `name` with exactly `labels`.
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(super) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let want: BTreeMap<String, String> = labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -85,7 +85,7 @@ fn series<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
     samples.iter().filter(|s| s.name == name).collect()
 }
 
-async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
+pub(super) async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = format!("http://{}/metrics", handle.addr().expect("served"));
     // plain HTTP: no trust store needed (one test runs without any)
@@ -107,7 +107,7 @@ async fn scrape(handle: &MetricsHandle) -> Vec<Sample> {
 }
 
 /// The engine tests' node, with an `os-release` for the host OS metric.
-fn node() -> Node {
+pub(super) fn node() -> Node {
     let node = Node::new();
     node.write(
         "/etc/os-release",
@@ -117,17 +117,17 @@ fn node() -> Node {
 }
 
 /// A freshly started agent on `node`, observed by `metrics`.
-fn observed(node: &Node, metrics: &MetricsHandle) -> Engine {
+pub(super) fn observed(node: &Node, metrics: &MetricsHandle) -> Engine {
     let engine = node.engine();
     engine.reporter().add_observer(metrics.observer());
     engine
 }
 
-fn root(node: &Node) -> Root {
+pub(super) fn root(node: &Node) -> Root {
     Root::open(node.path()).unwrap()
 }
 
-fn served_only() -> MetricsArgs {
+pub(super) fn served_only() -> MetricsArgs {
     MetricsArgs {
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
         kubelet_healthz_enabled: false,
@@ -371,7 +371,7 @@ async fn only_metrics_are_served_and_a_busy_port_is_named() {
 }
 
 /// Serves `/healthz`: `ok`, or 500 while `failing`.
-async fn fake_kubelet(failing: Arc<AtomicBool>) -> std::net::SocketAddr {
+pub(super) async fn fake_kubelet(failing: Arc<AtomicBool>) -> std::net::SocketAddr {
     use axum::http::StatusCode;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
