@@ -450,6 +450,16 @@ async fn run_daemon(args: &Args) -> Result<()> {
         }
     };
     metrics.metrics().set_node(&node);
+    let mut metrics = metrics;
+    if let Some(listen) = args.metrics.metrics_secure_listen {
+        // Informational too: a bad certificate or a busy port is logged, the agent goes on.
+        match serve_secure_metrics(args, listen, &node, kubeconfig.as_deref(), &metrics).await {
+            Ok(task) => metrics.keep(task),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "metrics are not served on {listen}")
+            }
+        }
+    }
     engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     let mut daemon = match &api {
@@ -469,4 +479,33 @@ async fn run_daemon(args: &Args) -> Result<()> {
     };
     daemon.start().await?;
     daemon.run().await
+}
+
+/// The metrics on `listen` with TLS and reviewed bearer tokens ([`metrics::secure`]).
+async fn serve_secure_metrics(
+    args: &Args,
+    listen: std::net::SocketAddr,
+    node: &str,
+    kubeconfig: Option<&Path>,
+    metrics: &metrics::server::MetricsHandle,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let Some(kubeconfig) = kubeconfig else {
+        anyhow::bail!("--metrics-secure-listen needs a kubeconfig to review tokens with");
+    };
+    let (Some(cert), Some(key)) = (
+        &args.metrics.metrics_tls_cert,
+        &args.metrics.metrics_tls_key,
+    ) else {
+        anyhow::bail!("--metrics-secure-listen needs --metrics-tls-cert and --metrics-tls-key");
+    };
+    let client = mco_kube::client_from_kubeconfig(kubeconfig).await?;
+    let options = metrics::secure::SecureOptions {
+        listen,
+        cert: cert.clone(),
+        key: key.clone(),
+        node: node.to_string(),
+    };
+    let reviews = Arc::new(metrics::secure::Reviews::new(client, node));
+    let (_, task) = metrics::secure::start(&options, reviews, metrics.metrics().clone()).await?;
+    Ok(task)
 }

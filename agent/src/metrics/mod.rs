@@ -22,10 +22,13 @@
 pub use crate::os::host_os;
 pub mod kubelet;
 pub mod observer;
+pub mod secure;
 pub mod server;
 
 #[cfg(test)]
 mod alert_rules;
+#[cfg(test)]
+mod secure_tests;
 #[cfg(test)]
 mod tests;
 

@@ -37,6 +37,18 @@ pub struct MetricsArgs {
     /// Do not serve metrics.
     #[arg(long)]
     pub no_metrics: bool,
+    /// Also serve the metrics at https://ADDR/metrics for the cluster's Prometheus (the node's
+    /// address, say): bearer tokens checked with TokenReview and SubjectAccessReview (get
+    /// /metrics, or get nodes/metrics of this node). Needs a kubeconfig, --metrics-tls-cert
+    /// and --metrics-tls-key.
+    #[arg(long, value_name = "ADDR", env = "MCO_AGENT_METRICS_SECURE_LISTEN")]
+    pub metrics_secure_listen: Option<SocketAddr>,
+    /// The secure metrics listener's certificate (PEM; read again for every connection).
+    #[arg(long, value_name = "FILE", env = "MCO_AGENT_METRICS_TLS_CERT")]
+    pub metrics_tls_cert: Option<std::path::PathBuf>,
+    /// The secure metrics listener's private key (PEM).
+    #[arg(long, value_name = "FILE", env = "MCO_AGENT_METRICS_TLS_KEY")]
+    pub metrics_tls_key: Option<std::path::PathBuf>,
     /// Check the kubelet's health (mcd_kubelet_state), as the MCD does.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub kubelet_healthz_enabled: bool,
@@ -53,6 +65,9 @@ impl Default for MetricsArgs {
         MetricsArgs {
             metrics_listen: DEFAULT_LISTEN.parse().expect("a valid default address"),
             no_metrics: false,
+            metrics_secure_listen: None,
+            metrics_tls_cert: None,
+            metrics_tls_key: None,
             kubelet_healthz_enabled: true,
             kubelet_healthz_endpoint: kubelet::DEFAULT_ENDPOINT.to_string(),
             kubelet_healthz_interval: kubelet::DEFAULT_INTERVAL,
@@ -76,6 +91,11 @@ impl MetricsHandle {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         self.observer.metrics()
+    }
+
+    /// Keeps `task` (another listener of these metrics) running as long as this handle.
+    pub fn keep(&mut self, task: JoinHandle<()>) {
+        self.tasks.push(task);
     }
 
     /// Where the metrics are served (the bound address), if they are.
@@ -168,7 +188,7 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 
 /// `GET` (or `HEAD`) `/metrics`: the metrics in the OpenMetrics text format; another method
 /// there is 405 (with the allowed ones), any other path 404 (both with an empty body).
-fn respond(method: &Method, path: &str, metrics: &Metrics) -> Response<Full<Bytes>> {
+pub(super) fn respond(method: &Method, path: &str, metrics: &Metrics) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     if path != "/metrics" {
         *response.status_mut() = StatusCode::NOT_FOUND;
