@@ -306,9 +306,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         max_connections_per_client: args.max_connections_per_client,
         ..Limits::default()
     };
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+    let listener = bind(args.listen)?;
     tracing::info!("Launching server on {}", listener.local_addr()?);
     tasks.spawn(server::serve_with_fleet_lock(
         listener,
@@ -320,9 +318,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         shutdown.clone(),
     ));
     if let Some(addr) = args.insecure_listen {
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listening on {addr}"))?;
+        let listener = bind(addr)?;
         tracing::info!("Launching insecure server on {}", listener.local_addr()?);
         tasks.spawn(server::serve_with_fleet_lock(
             listener,
@@ -364,4 +360,30 @@ fn shutdown_on_signal() -> (Arc<watch::Sender<bool>>, watch::Receiver<bool>) {
         let _ = sender.send(true);
     });
     (tx, rx)
+}
+
+/// Connections the kernel queues for the accept loop. Machines booting at once open their
+/// connections within milliseconds of each other: with tokio's default of 1,024 a burst of
+/// 1,000 first boots overflowed the queue while the two cores were busy with handshakes, and
+/// each dropped SYN cost its machine one to three seconds of retransmission. The kernel caps
+/// it at `net.core.somaxconn` (4,096 on current kernels).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with [`LISTEN_BACKLOG`].
+fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .and_then(|socket| {
+        // as TcpListener::bind does: a restarted server binds while old connections linger
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        Ok(socket)
+    })
+    .with_context(|| format!("binding {addr}"))?;
+    socket
+        .listen(LISTEN_BACKLOG)
+        .with_context(|| format!("listening on {addr}"))
 }

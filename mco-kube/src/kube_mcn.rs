@@ -1,5 +1,10 @@
 //! The MachineConfigNode calls of [`KubeNodeApi`]: the node's own object, read, created and
 //! merge-patched (status through its subresource), each retried through transient failures.
+//!
+//! The agent is the only writer of the object's status, so the copy each create or patch returns
+//! is kept and handed out by the next read instead of a GET (one request per write, not two, as
+//! the MCD's Get and UpdateStatus pairs are). A write that finds the object gone (404) forgets
+//! the copy: the next read asks the API server, and the caller re-creates it.
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -26,13 +31,22 @@ impl KubeNodeApi {
         }
     }
 
+    fn keep_mcn(&self, object: Option<&Value>) {
+        *self.mcn.lock().unwrap_or_else(|e| e.into_inner()) = object.cloned();
+    }
+
     pub(super) async fn get_mcn(&self) -> Result<Option<Value>, ClusterError> {
+        if let Some(kept) = self.mcn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(Some(kept));
+        }
         let api = self.machine_config_nodes();
         let action = format!("reading machineconfignode {}", self.node);
         let found = with_retry(&self.retry, &action, || api.get_opt(&self.node)).await?;
-        found
+        let found = found
             .map(|o| serde_json::to_value(o).map_err(|e| self.invalid(&action, e)))
-            .transpose()
+            .transpose()?;
+        self.keep_mcn(found.as_ref());
+        Ok(found)
     }
 
     pub(super) async fn create_mcn(&self, object: &Value) -> Result<Value, ClusterError> {
@@ -42,7 +56,9 @@ impl KubeNodeApi {
             serde_json::from_value(object.clone()).map_err(|e| self.invalid(&action, e))?;
         let params = PostParams::default();
         let created = with_retry(&self.retry, &action, || api.create(&params, &object)).await?;
-        serde_json::to_value(created).map_err(|e| self.invalid(&action, e))
+        let created = serde_json::to_value(created).map_err(|e| self.invalid(&action, e))?;
+        self.keep_mcn(Some(&created));
+        Ok(created)
     }
 
     pub(super) async fn patch_mcn(
@@ -59,13 +75,23 @@ impl KubeNodeApi {
             with_retry(&self.retry, &action, || {
                 api.patch_status(&self.node, &params, &patch)
             })
-            .await?
+            .await
         } else {
             with_retry(&self.retry, &action, || {
                 api.patch(&self.node, &params, &patch)
             })
-            .await?
+            .await
         };
-        serde_json::to_value(patched).map_err(|e| self.invalid(&action, e))
+        let patched = match patched {
+            Err(e) => {
+                if e.code() == Some(404) {
+                    self.keep_mcn(None);
+                }
+                return Err(e);
+            }
+            Ok(p) => serde_json::to_value(p).map_err(|e| self.invalid(&action, e))?,
+        };
+        self.keep_mcn(Some(&patched));
+        Ok(patched)
     }
 }

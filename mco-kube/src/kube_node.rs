@@ -1,7 +1,7 @@
 //! [`KubeNodeApi`]: the [`NodeApi`] on a real API server.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,6 +25,7 @@ use super::client::client_from_kubeconfig;
 use super::drain::Drainer;
 use super::error::ClusterError;
 use super::events::{self, EventRecorder};
+use super::node_view::NodeView;
 use super::objects::Node;
 use super::retry::{RetryPolicy, with_retry};
 use super::{ClusterOptions, DrainMode, NodeApi, handshake};
@@ -39,7 +40,10 @@ pub struct KubeNodeApi {
     mode: DrainMode,
     pub(super) options: ClusterOptions,
     pub(super) retry: RetryPolicy,
-    node_uid: Mutex<Option<String>>,
+    /// The Node as last seen through the watch or our own writes (`node_view`).
+    view: Arc<NodeView>,
+    /// The MachineConfigNode as our last write returned it (`kube_mcn`).
+    pub(super) mcn: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 impl KubeNodeApi {
@@ -95,7 +99,8 @@ impl KubeNodeApi {
             mode: options.drain_mode,
             retry: options.retry.clone(),
             options: options.clone(),
-            node_uid: Mutex::new(None),
+            view: Arc::default(),
+            mcn: std::sync::Mutex::default(),
             node,
         }
     }
@@ -117,14 +122,19 @@ impl KubeNodeApi {
             self.nodes.patch(&self.node, &params, &patch)
         })
         .await?;
-        self.remember_uid(&node);
+        self.view.saw(&node);
         Ok(())
     }
 
-    fn remember_uid(&self, node: &Node) {
-        if let Some(uid) = &node.metadata.uid {
-            *self.node_uid.lock().unwrap_or_else(|e| e.into_inner()) = Some(uid.clone());
+    /// The Node: from the watch when it is live (no request), else read from the API server.
+    async fn node(&self) -> Result<Node, ClusterError> {
+        if let Some(node) = self.view.current() {
+            return Ok(node);
         }
+        let action = format!("reading node {}", self.node);
+        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
+        self.view.saw(&node);
+        Ok(node)
     }
 
     /// Records an event; a failure is logged, never fatal to the caller's work.
@@ -190,7 +200,12 @@ impl KubeNodeApi {
     }
 
     async fn agent_uncordon(&self, config: &str) -> Result<(), ClusterError> {
-        if let Err(e) = self.drainer.uncordon().await {
+        // A node the watch shows schedulable (an update without a drain) needs no patch.
+        let cordoned = self
+            .view
+            .current()
+            .is_none_or(|n| n.spec.and_then(|s| s.unschedulable).unwrap_or(false));
+        if cordoned && let Err(e) = self.drainer.uncordon().await {
             self.note(reason::FAILED_TO_UNCORDON, &e.to_string()).await;
             return Err(e.into());
         }
@@ -216,9 +231,7 @@ impl NodeApi for KubeNodeApi {
     }
 
     async fn annotations(&self) -> Result<NodeAnnotations, ClusterError> {
-        let action = format!("reading node {}", self.node);
-        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
-        self.remember_uid(&node);
+        let node = self.node().await?;
         Ok(NodeAnnotations::new(
             node.metadata.annotations.unwrap_or_default(),
         ))
@@ -269,38 +282,60 @@ impl NodeApi for KubeNodeApi {
     }
 
     fn desired(&self) -> BoxStream<'static, DesiredTarget> {
+        // The watch runs in a task of its own, not when the caller polls the stream: the view
+        // it feeds must stay current while the daemon is busy with an update (a drain
+        // handshake reads `lastAppliedDrain` from it). It ends when the stream is dropped.
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
-        let node = self.node.clone();
-        watcher(self.nodes.clone(), config)
-            .backoff(self.watch_backoff())
-            .applied_objects()
-            .filter_map(move |event| {
-                let value = match event {
-                    Ok(n) => NodeAnnotations::new(n.metadata.annotations.unwrap_or_default())
-                        .desired_target(),
+        let (node, view) = (self.node.clone(), self.view.clone());
+        let events = watcher(self.nodes.clone(), config).backoff(self.watch_backoff());
+        let (targets, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            futures::pin_mut!(events);
+            let mut last: Option<DesiredTarget> = None;
+            while let Some(event) = events.next().await {
+                let target = match event {
+                    Ok(watcher::Event::Init) => {
+                        view.set_live(false);
+                        continue;
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        view.set_live(true);
+                        continue;
+                    }
+                    Ok(watcher::Event::InitApply(n) | watcher::Event::Apply(n)) => {
+                        view.saw(&n);
+                        let annotations = n.metadata.annotations.unwrap_or_default();
+                        match NodeAnnotations::new(annotations).desired_target() {
+                            Some(target) => target,
+                            None => continue,
+                        }
+                    }
+                    Ok(watcher::Event::Delete(_)) => {
+                        view.set_live(false);
+                        continue;
+                    }
                     Err(e) => {
+                        view.set_live(false);
                         warn!(node = %node, error = %e, "watching the node failed; the watch restarts");
-                        None
+                        continue;
                     }
                 };
-                futures::future::ready(value)
-            })
-            .scan(None::<DesiredTarget>, |last, value| {
-                let changed = last.as_ref() != Some(&value);
-                *last = Some(value.clone());
-                futures::future::ready(Some(changed.then_some(value)))
-            })
-            .filter_map(futures::future::ready)
-            .boxed()
+                if last.as_ref() != Some(&target) {
+                    last = Some(target.clone());
+                    if targets.send(target).is_err() {
+                        break;
+                    }
+                }
+            }
+            view.set_live(false);
+        });
+        tokio_stream::wrappers::UnboundedReceiverStream::new(received).boxed()
     }
 
     async fn event(&self, reason: &str, message: &str) -> Result<(), ClusterError> {
-        let uid = self
-            .node_uid
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        self.events.record(uid.as_deref(), reason, message).await
+        self.events
+            .record(self.view.uid().as_deref(), reason, message)
+            .await
     }
 
     async fn get_machine_config(&self, name: &str) -> Result<MachineConfig, ClusterError> {
@@ -324,10 +359,7 @@ impl NodeApi for KubeNodeApi {
     }
 
     async fn labels(&self) -> Result<BTreeMap<String, String>, ClusterError> {
-        let action = format!("reading node {}", self.node);
-        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
-        self.remember_uid(&node);
-        Ok(node.metadata.labels.unwrap_or_default())
+        Ok(self.node().await?.metadata.labels.unwrap_or_default())
     }
 
     fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>> {
@@ -363,13 +395,17 @@ impl NodeApi for KubeNodeApi {
     }
 
     async fn node_uid(&self) -> Result<String, ClusterError> {
-        let action = format!("reading node {}", self.node);
-        let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
-        self.remember_uid(&node);
-        node.metadata.uid.ok_or_else(|| ClusterError::Client {
-            action,
-            message: "the node has no uid".into(),
-        })
+        if let Some(uid) = self.view.uid() {
+            return Ok(uid);
+        }
+        self.node()
+            .await?
+            .metadata
+            .uid
+            .ok_or_else(|| ClusterError::Client {
+                action: format!("reading node {}", self.node),
+                message: "the node has no uid".into(),
+            })
     }
 
     async fn machine_config_node(&self) -> Result<Option<serde_json::Value>, ClusterError> {

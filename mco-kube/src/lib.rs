@@ -12,7 +12,10 @@
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
 //! - [`objects`]: the Pod and Node as the drain reads them (the fields it uses; read-only).
 //! - [`kube_mcn`]: the node's MachineConfigNode read, created and patched (what its conditions
-//!   say is the agent's business).
+//!   say is the agent's business); the object each write returns is kept, so the next write
+//!   reads no copy from the API server.
+//! - `node_view`: the Node as the agent's watch and its own writes last showed it, read instead
+//!   of a GET before each write (docs/benchmarks.md, "API requests per update").
 //!
 //! Every write is retried through transient failures (conflicts, throttling, 5xx, hung or
 //! dropped connections) until it lands or the caller drops it ([`retry`]).
@@ -30,6 +33,7 @@ mod fake;
 mod handshake;
 pub mod kube_mcn;
 mod kube_node;
+mod node_view;
 pub mod objects;
 pub mod retry;
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark: mco-companion serving a ~1 MiB rendered config over TLS on loopback, side by side with
 # Debian's nginx serving the same bytes as a static file over TLS, both measured with wrk in the
-# same run. Reports requests/s, transfer rate, p50/p99 latency, the ratio companion/nginx and the
-# servers' peak RSS (VmHWM).
+# same run. Reports requests/s, transfer rate, p50/p99 latency, the ratio companion/nginx (the
+# median and every round's), and the servers' memory: PSS (proportional set size: pages shared
+# between nginx's master and workers, or with other processes, counted once across them; the
+# largest of samples taken every 0.25 s while wrk runs) and peak RSS (VmHWM, which counts shared pages in each
+# process).
 #
 #   tests/bench/companion.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
 #
@@ -144,6 +147,22 @@ peak_rss() {
   echo "$total"
 }
 
+# PSS in KiB of a process and its children, now (smaps_rollup: Linux 4.14 and later)
+pss_now() {
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    total=$((total + $(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
+# both servers' PSS every 0.25 s, one line each (companion nginx), until the script ends
+sample_pss() {
+  while :; do
+    echo "$(pss_now "$companion_pid") $(pss_now "$nginx_pid")" >>"$work/pss"
+    sleep 0.25
+  done
+}
+
 # wrk's summary: requests/s, transfer/s, p50, p99
 run_wrk() {
   local name=$1 url=$2 extra=$3 out
@@ -162,6 +181,8 @@ echo "body: $body_bytes bytes; wrk -t$threads -c$connections -d${duration}s x $r
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 to_ms() { awk '{ v = $1; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } print v }'; }
 declare -A rps p99 ratios errors_seen
+sample_pss &
+pids+=("$!")
 for mode in keepalive close; do
   extra=""
   [ "$mode" = close ] && extra="-H Connection:close"
@@ -198,4 +219,7 @@ done
 for mode in keepalive close; do
   echo "ratio companion/nginx ($mode): median $(tr ' ' '\n' <<<"${ratios[$mode]}" | grep . | median) of rounds ${ratios[$mode]% }"
 done
-echo "peak RSS: companion $((rss_companion / 1024)) MiB, nginx (master + workers) $((rss_nginx / 1024)) MiB"
+pss_companion=$(awk '$1 > m { m = $1 } END { print m + 0 }' "$work/pss")
+pss_nginx=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$work/pss")
+echo "PSS (largest sample): companion $((pss_companion / 1024)) MiB, nginx (master + workers) $((pss_nginx / 1024)) MiB"
+echo "peak RSS (VmHWM, shared pages counted in each process): companion $((rss_companion / 1024)) MiB, nginx (master + workers) $((rss_nginx / 1024)) MiB"

@@ -115,13 +115,29 @@ pub async fn report_with(
     progress: &Progress,
     gates: Gates,
 ) -> Result<(), ClusterError> {
+    report_batch(api, pool, std::slice::from_ref(progress), gates).await
+}
+
+/// Writes several steps' `progress`, in order, in one status write (what each would have
+/// written one after the other, merged): the agent reports the steps of a short stretch of an
+/// update together (`daemon::cluster`), so that an update costs a few writes, not one per
+/// condition.
+pub async fn report_batch(
+    api: &dyn NodeApi,
+    pool: &str,
+    progress: &[Progress],
+    gates: Gates,
+) -> Result<(), ClusterError> {
     let node = api.node_name().to_string();
     let annotations = api.annotations().await?;
     let facts = NodeFacts {
         name: &node,
         last_applied_drain: annotations.last_applied_drain().unwrap_or_default(),
     };
-    let changes = gates.changes(progress, &facts);
+    let changes: Vec<_> = progress
+        .iter()
+        .flat_map(|p| gates.changes(p, &facts))
+        .collect();
     if changes.is_empty() {
         return Ok(());
     }

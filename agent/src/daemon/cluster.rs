@@ -1,13 +1,26 @@
 //! The daemon with a cluster: the engine's [`ClusterReport`] over the Node API (annotations,
 //! events, drain, uncordon), and the API server as a source of rendered configs by name.
 //!
-//! State, `SetDone`, annotation, event and MachineConfigNode writes go through one writer
-//! task, in order (a MachineConfigNode write reads the annotations written before it): the
-//! Node API retries each write until it lands, and an update must not wait on an API server
-//! that is down (the MCD queues its node writes the same way). Drain and uncordon are steps of
-//! the update and are awaited.
+//! Writes go through two queues, each written by its own task, in order:
+//! - the node's state (`state`, `reason`, `SetDone`, `post-config-action`): the annotations
+//!   that are the source of truth, never behind anything else;
+//! - events and MachineConfigNode writes, best effort: each waits until the state writes
+//!   queued before it have landed (a MachineConfigNode write reads the annotations written
+//!   before it), never the other way round.
+//!
+//! The Node API retries each write until it lands, and an update does not wait on an API
+//! server that is down (the MCD queues its node writes the same way). Drain and uncordon are
+//! steps of the update and are awaited.
+//!
+//! The MachineConfigNode's conditions of a short stretch of an update are written together:
+//! they are held until a step that may take long starts (a drain, OS work, a reboot, an
+//! uncordon) or the update ends, successfully or not (the daemon publishes what is held after
+//! each attempt), then merged into one status write. So a files-only update costs a fixed
+//! handful of writes whatever its files (docs/benchmarks.md, "API requests per update"), while
+//! a long drain or OS update is shown as it runs.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 use async_trait::async_trait;
@@ -19,32 +32,64 @@ use machine_config::mco::annotations::{
 };
 use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::node_image_conditions::Gates;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::source::ConfigSource;
 use crate::cluster::{NodeApi, mcn};
 use crate::engine::ClusterReport;
 
-/// One queued write.
+/// A write of the node's state.
 #[derive(Debug)]
-enum Write {
+enum StateWrite {
     Report(NodeState, String),
     SetDone(String, Option<String>),
-    Event(String, String),
     PostConfigAction(&'static str),
-    Progress(Progress),
-    /// Answered once every write queued before it has been done.
+}
+
+/// A best-effort write, or a flush.
+#[derive(Debug)]
+enum Note {
+    Event(String, String),
+    Progress(Vec<Progress>),
+    /// Answered once every write queued before it has been done, state writes included.
     Flush(oneshot::Sender<()>),
+}
+
+/// Whether `progress` starts a step that may take long (or ends the update): what is held is
+/// written now, so the MachineConfigNode shows the step while it runs.
+fn publishes_now(progress: &Progress) -> bool {
+    matches!(
+        progress,
+        Progress::Updated
+            | Progress::Degraded { error: Some(_) }
+            | Progress::Unreconcilable { .. }
+            | Progress::Draining { .. }
+            | Progress::DrainFailed { .. }
+            | Progress::ApplyingFilesAndOs { os: true, .. }
+            | Progress::PullingImage { .. }
+            | Progress::RebootRequired
+            | Progress::UncordonFailed { .. }
+    )
+}
+
+/// The queues' ends on the engine's side.
+struct Queues {
+    state: mpsc::UnboundedSender<StateWrite>,
+    notes: mpsc::UnboundedSender<(u64, Note)>,
+    /// State writes queued so far (a note waits for that many to land).
+    state_queued: u64,
+    /// Progress held for merging into one write.
+    held: Vec<Progress>,
 }
 
 /// [`ClusterReport`] over a [`NodeApi`].
 pub struct NodeReport {
     api: Arc<dyn NodeApi>,
-    writes: mpsc::UnboundedSender<Write>,
+    queues: Mutex<Queues>,
 }
 
 impl NodeReport {
-    /// Starts the writer task (inside a tokio runtime); the node is in `pool` (its
+    /// Starts the writer tasks (inside a tokio runtime); the node is in `pool` (its
     /// MachineConfigNode's `spec.pool`).
     pub fn new(api: Arc<dyn NodeApi>, pool: &str) -> Self {
         Self::with_gates(api, pool, Gates::default())
@@ -53,79 +98,161 @@ impl NodeReport {
     /// [`NodeReport::new`] for a cluster with these feature `gates` (what its
     /// MachineConfigNode holds).
     pub fn with_gates(api: Arc<dyn NodeApi>, pool: &str, gates: Gates) -> Self {
-        let pool = pool.to_string();
-        let (writes, mut queue) = mpsc::unbounded_channel::<Write>();
-        let writer = api.clone();
-        tokio::spawn(async move {
-            while let Some(w) = queue.recv().await {
-                let result = match &w {
-                    Write::Flush(_) => Ok(()),
-                    Write::Report(state, reason) => writer.report(*state, reason).await,
-                    Write::SetDone(config, image) => {
-                        writer
-                            .set_annotations(&set_done(config, image.as_deref()))
-                            .await
-                    }
-                    Write::Event(reason, message) => writer.event(reason, message).await,
-                    Write::PostConfigAction(value) => {
-                        writer
-                            .set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
-                            .await
-                    }
-                    // Transient failures were retried; anything else is logged below and
-                    // healed by the next step's write (it rewrites the whole state).
-                    Write::Progress(p) => mcn::report_with(writer.as_ref(), &pool, p, gates).await,
-                };
-                if let Err(e) = result {
-                    tracing::warn!(write = ?w, error = %e, "a node write failed for good");
-                }
-                if let Write::Flush(done) = w {
-                    let _ = done.send(());
-                }
-            }
+        let (state, state_rx) = mpsc::unbounded_channel();
+        let (notes, notes_rx) = mpsc::unbounded_channel();
+        let (landed, landed_rx) = watch::channel(0u64);
+        let queues = Mutex::new(Queues {
+            state,
+            notes,
+            state_queued: 0,
+            held: Vec::new(),
         });
-        NodeReport { api, writes }
+        tokio::spawn(write_states(api.clone(), state_rx, landed));
+        tokio::spawn(write_notes(
+            api.clone(),
+            pool.to_string(),
+            gates,
+            notes_rx,
+            landed_rx,
+        ));
+        NodeReport { api, queues }
     }
 
-    fn queue(&self, w: Write) -> Result<()> {
-        self.writes
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queue_state(&self, w: StateWrite) -> Result<()> {
+        let mut q = self.lock();
+        q.state
             .send(w)
-            .map_err(|_| anyhow::anyhow!("the node writer stopped"))
+            .map_err(|_| anyhow::anyhow!("the node writer stopped"))?;
+        q.state_queued += 1;
+        Ok(())
+    }
+
+    /// Queues `note` behind the state writes queued so far. Held progress stays held (an
+    /// event does not end a stretch of progress; its merged write comes after the event).
+    fn queue_note(&self, note: Note) -> Result<()> {
+        send_note(&self.lock(), note)
+    }
+
+    /// Writes what progress is held, now.
+    fn publish_held(&self) -> Result<()> {
+        publish(&mut self.lock())
+    }
+}
+
+fn send_note(q: &Queues, note: Note) -> Result<()> {
+    q.notes
+        .send((q.state_queued, note))
+        .map_err(|_| anyhow::anyhow!("the node writer stopped"))
+}
+
+/// Queues the held progress as one write.
+fn publish(q: &mut Queues) -> Result<()> {
+    let held = std::mem::take(&mut q.held);
+    if held.is_empty() {
+        return Ok(());
+    }
+    send_note(q, Note::Progress(held))
+}
+
+/// The state queue's task: each write in order; `landed` counts those done.
+async fn write_states(
+    api: Arc<dyn NodeApi>,
+    mut queue: mpsc::UnboundedReceiver<StateWrite>,
+    landed: watch::Sender<u64>,
+) {
+    while let Some(w) = queue.recv().await {
+        let result = match &w {
+            StateWrite::Report(state, reason) => api.report(*state, reason).await,
+            StateWrite::SetDone(config, image) => {
+                api.set_annotations(&set_done(config, image.as_deref()))
+                    .await
+            }
+            StateWrite::PostConfigAction(value) => {
+                api.set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
+                    .await
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(write = ?w, error = %e, "a node state write failed for good");
+        }
+        landed.send_modify(|n| *n += 1);
+    }
+}
+
+/// The best-effort queue's task: each note once the state writes queued before it landed.
+async fn write_notes(
+    api: Arc<dyn NodeApi>,
+    pool: String,
+    gates: Gates,
+    mut queue: mpsc::UnboundedReceiver<(u64, Note)>,
+    mut landed: watch::Receiver<u64>,
+) {
+    while let Some((after, note)) = queue.recv().await {
+        if landed.wait_for(|n| *n >= after).await.is_err() {
+            return;
+        }
+        let result = match &note {
+            Note::Flush(_) => Ok(()),
+            Note::Event(reason, message) => api.event(reason, message).await,
+            // Transient failures were retried; anything else is logged below and healed by
+            // the next write (it rewrites the whole state).
+            Note::Progress(batch) => mcn::report_batch(api.as_ref(), &pool, batch, gates).await,
+        };
+        if let Err(e) = result {
+            tracing::warn!(write = ?note, error = %e, "a node write failed for good");
+        }
+        if let Note::Flush(done) = note {
+            let _ = done.send(());
+        }
     }
 }
 
 #[async_trait]
 impl ClusterReport for NodeReport {
     async fn report(&self, state: NodeState, reason: &str) -> Result<()> {
-        self.queue(Write::Report(state, reason.to_string()))
+        self.queue_state(StateWrite::Report(state, reason.to_string()))
     }
 
     async fn set_done(&self, config: &str, image: Option<&str>) -> Result<()> {
-        self.queue(Write::SetDone(
+        self.queue_state(StateWrite::SetDone(
             config.to_string(),
             image.map(str::to_string),
         ))
     }
 
     async fn event(&self, reason: &str, message: &str) -> Result<()> {
-        self.queue(Write::Event(reason.to_string(), message.to_string()))
+        self.queue_note(Note::Event(reason.to_string(), message.to_string()))
     }
 
     async fn drain(&self, config: &str) -> Result<()> {
+        self.publish_held()?;
         Ok(self.api.drain(config).await?)
     }
 
     async fn uncordon(&self, config: &str) -> Result<()> {
+        self.publish_held()?;
         Ok(self.api.uncordon(config).await?)
     }
 
     async fn progress(&self, progress: Progress) -> Result<()> {
-        self.queue(Write::Progress(progress))
+        let now = publishes_now(&progress);
+        let mut q = self.lock();
+        q.held.push(progress);
+        if now { publish(&mut q) } else { Ok(()) }
     }
 
-    async fn flush(&self, timeout: std::time::Duration) -> Result<()> {
+    fn publish(&self) -> Result<()> {
+        self.publish_held()
+    }
+
+    async fn flush(&self, timeout: Duration) -> Result<()> {
         let (done, landed) = oneshot::channel();
-        self.queue(Write::Flush(done))?;
+        self.publish_held()?;
+        self.queue_note(Note::Flush(done))?;
         match tokio::time::timeout(timeout, landed).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => bail!("the node writer stopped"),
@@ -138,8 +265,11 @@ impl ClusterReport for NodeReport {
     }
 
     async fn rebooting(&self, rebooting: bool) -> Result<()> {
+        if rebooting {
+            self.publish_held()?;
+        }
         // Cleared to "" after the boot, as the MCD does.
-        self.queue(Write::PostConfigAction(if rebooting {
+        self.queue_state(StateWrite::PostConfigAction(if rebooting {
             POST_CONFIG_ACTION_REBOOTING
         } else {
             ""

@@ -54,6 +54,7 @@ pub async fn resume(engine: &Engine) -> Started {
         return Started::Ready;
     };
     tracing::info!(from = report.from, to = report.to, outcome = ?report.outcome, "finished the recorded update");
+    engine.reporter().publish_progress();
     match report.outcome {
         Outcome::Rebooting => Started::Rebooting,
         Outcome::NeedsReboot => Started::NeedsReboot,

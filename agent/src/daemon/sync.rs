@@ -147,6 +147,8 @@ impl Daemon {
                 self.restart_drift_monitor().await;
             }
         }
+        // However the attempt ended, what the MachineConfigNode should show of it goes out now.
+        self.engine.reporter().publish_progress();
     }
 
     /// The desired config could not be fetched: the node stays in its current config; with a

@@ -46,8 +46,14 @@ pub trait ClusterReport: Send + Sync {
         Ok(())
     }
     /// The update reached `progress` (the MachineConfigNode's conditions). Never blocks the
-    /// update: the annotations are the source of truth.
+    /// update: the annotations are the source of truth. A cluster report may hold the
+    /// progress of a short stretch to write it in one go ([`ClusterReport::publish`]).
     async fn progress(&self, _progress: Progress) -> Result<()> {
+        Ok(())
+    }
+    /// Writes any progress held back for merging, without waiting for it to land: the daemon
+    /// calls it when an update attempt ends, however it ended.
+    fn publish(&self) -> Result<()> {
         Ok(())
     }
     /// The Node's name, when there is a cluster (for the MCD's messages that name it).
@@ -306,6 +312,13 @@ impl Reporter {
     pub async fn progress(&self, progress: Progress) {
         tracing::debug!(?progress, "update progress");
         if let Err(e) = self.cluster.progress(progress).await {
+            tracing::warn!(error = %format!("{e:#}"), "could not report the update's progress to the cluster");
+        }
+    }
+
+    /// Writes the progress the cluster report holds back (see [`ClusterReport::publish`]).
+    pub fn publish_progress(&self) {
+        if let Err(e) = self.cluster.publish() {
             tracing::warn!(error = %format!("{e:#}"), "could not report the update's progress to the cluster");
         }
     }

@@ -61,6 +61,11 @@ pub fn http_client(
     let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(60))
+        // An agent fetches a config or two per update, then nothing for hours: a connection
+        // kept idle (reqwest's default: 90 s) holds one of the config server's connection
+        // slots that machines booting at that moment need. A few seconds still cover the
+        // fetches of one update.
+        .pool_idle_timeout(Duration::from_secs(5))
         .user_agent(concat!("mco-agent/", env!("CARGO_PKG_VERSION")));
     if url.starts_with("https://") {
         if let Some(ca) = ca {

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod requests;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;

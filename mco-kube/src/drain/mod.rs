@@ -94,7 +94,8 @@ impl Drainer {
         &self.options
     }
 
-    /// Sets `spec.unschedulable` and reads it back until it shows, before `deadline`.
+    /// Sets `spec.unschedulable` until the patched Node shows it, before `deadline` (the
+    /// patch's answer is the Node as stored: no read-back).
     async fn set_unschedulable(
         &self,
         unschedulable: bool,
@@ -116,14 +117,11 @@ impl Drainer {
         let work = async {
             loop {
                 let action = format!("{verb} node {}", self.node);
-                with_retry(&self.retry, &action, || {
+                let node = with_retry(&self.retry, &action, || {
                     self.nodes.patch(&self.node, &params, &patch)
                 })
                 .await
                 .map_err(|e| fail(e.to_string()))?;
-                let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node))
-                    .await
-                    .map_err(|e| fail(e.to_string()))?;
                 let now = node.spec.and_then(|s| s.unschedulable).unwrap_or(false);
                 if now == unschedulable {
                     return Ok(());

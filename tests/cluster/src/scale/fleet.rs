@@ -1,25 +1,19 @@
 //! The fleet as the scale harness sees it through one watch on all Nodes: which pool each node
 //! is in, whether it is available (by the tier's own definition, [`crate::sampler::is_available`]),
-//! the most nodes of a pool unavailable at once, and, for the nodes no real agent runs on, an
-//! agent played by patching the Node as `mco-agent` does on a files-only update: `state`
-//! `Working` when a new `desiredConfig` appears, then after `update_time` `currentConfig` set
-//! to it and `state` `Done`.
+//! the most nodes of a pool unavailable at once, and which are Done on which config.
 //!
 //! One watch rather than polling: listing 1,000 Nodes every few tens of milliseconds would make
 //! the harness the API server's main load and blur what the companion and the agents cost.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
-use serde_json::json;
+use machine_config::mco::annotations::{CURRENT_CONFIG, STATE};
 
 use crate::sampler::is_available;
 
@@ -44,33 +38,22 @@ struct State {
     nodes: HashMap<String, Seen>,
     /// The most nodes of each pool unavailable at once since the last reset.
     max_unavailable: BTreeMap<String, usize>,
-    /// The `desiredConfig` each played node was last taken to (played once each).
-    played: HashMap<String, String>,
-    updates_played: usize,
-    failures: Vec<String>,
 }
 
-/// The running watch (and the played agents); stops when dropped.
+/// The running watch; stops when dropped.
 pub struct Fleet {
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Fleet {
-    /// Watches every Node with `client` (an administrator); plays the agent of the nodes in
-    /// `played`, each update taking `update_time`.
-    pub fn start(
-        client: kube::Client,
-        pools: Vec<PoolLabel>,
-        played: HashSet<String>,
-        update_time: Duration,
-    ) -> Fleet {
+    /// Watches every Node with `client` (an administrator).
+    pub fn start(client: kube::Client, pools: Vec<PoolLabel>) -> Fleet {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
-        let played = Arc::new(played);
         let task = tokio::spawn(async move {
             let api: Api<Node> = Api::all(client);
-            let mut events = watcher(api.clone(), watcher::Config::default())
+            let mut events = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .applied_objects()
                 .boxed();
@@ -90,30 +73,13 @@ impl Fleet {
                     .find(|p| labels.contains_key(&p.node_label))
                     .map(|p| p.pool.clone())
                     .unwrap_or_default();
-                let desired = annotation(DESIRED_CONFIG);
                 let seen = Seen {
                     pool,
                     current: annotation(CURRENT_CONFIG),
                     state: annotation(STATE),
                     available: is_available(&node),
                 };
-                let play = played.contains(&name)
-                    && !desired.is_empty()
-                    && desired != seen.current
-                    && lock(&shared).played.get(&name) != Some(&desired);
                 lock(&shared).observe(&name, seen);
-                if play {
-                    lock(&shared).played.insert(name.clone(), desired.clone());
-                    let (api, shared) = (api.clone(), shared.clone());
-                    tokio::spawn(async move {
-                        let result = play_update(&api, &name, &desired, update_time).await;
-                        let mut state = lock(&shared);
-                        match result {
-                            Ok(()) => state.updates_played += 1,
-                            Err(err) => state.failures.push(format!("{name}: {err:#}")),
-                        }
-                    });
-                }
             }
         });
         Fleet { state, task }
@@ -146,12 +112,6 @@ impl Fleet {
         }
         (done, total)
     }
-
-    /// How many updates the played agents finished, and the patches that failed.
-    pub fn played(&self) -> (usize, Vec<String>) {
-        let state = lock(&self.state);
-        (state.updates_played, state.failures.clone())
-    }
 }
 
 impl State {
@@ -176,22 +136,4 @@ impl Drop for Fleet {
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A files-only update as the agent reports it: Working, the files written, Done.
-async fn play_update(
-    api: &Api<Node>,
-    name: &str,
-    desired: &str,
-    update_time: Duration,
-) -> anyhow::Result<()> {
-    let params = PatchParams::default();
-    let working = json!({"metadata": {"annotations": {
-        STATE: NodeState::Working.as_str(), REASON: ""}}});
-    api.patch(name, &params, &Patch::Merge(working)).await?;
-    tokio::time::sleep(update_time).await;
-    let done = json!({"metadata": {"annotations": {
-        CURRENT_CONFIG: desired, STATE: NodeState::Done.as_str(), REASON: ""}}});
-    api.patch(name, &params, &Patch::Merge(done)).await?;
-    Ok(())
 }

@@ -1,8 +1,10 @@
 //! The scale harness's cluster (`tests/bench/scale.sh`, never part of the test run): the API
 //! test server with RBAC from the shipped manifests, the companion with its controller and
-//! config server, and pools of many Nodes of which some run a real `mco-agent start` (each on
-//! a small root of its own) and the rest are played by [`fleet::Fleet`]. The pieces of the
-//! cluster tier are reused: [`ApiServer`], [`Companion`], [`Node`] and Ignition's first boot.
+//! config server, and pools of many Nodes, every one of them a real `mco-agent start` on a
+//! small root of its own (no node is played by the harness: what an agent costs the API server
+//! and the controller is measured, not modelled); [`fleet::Fleet`] watches them. The pieces of
+//! the cluster tier are reused: [`ApiServer`], [`Companion`], [`Node`] and Ignition's first
+//! boot.
 
 pub mod firstboot;
 pub mod fleet;
@@ -15,12 +17,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Api;
 use kube::api::PostParams;
-use machine_config::mco::NodeState;
-use machine_config::mco::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, STATE};
 use machine_config::{MachineConfig, MachineConfigPool};
 use serde_json::{Value, json};
 
@@ -38,8 +37,6 @@ use fleet::{Fleet, PoolLabel};
 pub struct PoolSpec {
     pub name: String,
     pub nodes: usize,
-    /// Of which run a real agent.
-    pub agents: usize,
 }
 
 impl PoolSpec {
@@ -52,7 +49,7 @@ impl PoolSpec {
         }
     }
 
-    /// Its nodes' names; the first `agents` run a real agent.
+    /// Its nodes' names.
     pub fn node_names(&self) -> Vec<String> {
         (0..self.nodes)
             .map(|i| format!("{}-{i}", self.name))
@@ -71,8 +68,6 @@ pub struct Spec {
     pub pools: Vec<PoolSpec>,
     /// The pools' `maxUnavailable` (`"10%"`).
     pub max_unavailable: String,
-    /// How long a played agent's update takes.
-    pub played_update: Duration,
     /// The size of the file every pool's config carries, so a served config is about 1 MiB.
     pub payload_bytes: usize,
 }
@@ -92,12 +87,8 @@ impl ScaleCluster {
     /// Starts everything; returns once every node of every pool is Done on its pool's config.
     pub async fn start(bins: &Binaries, spec: Spec) -> Result<ScaleCluster> {
         let dir = tempfile::Builder::new().prefix("mco-scale-").tempdir()?;
-        let real: Vec<String> = spec
-            .pools
-            .iter()
-            .flat_map(|p| p.node_names().into_iter().take(p.agents))
-            .collect();
-        let api = ApiServer::start(&bins.apiserver, &dir.path().join("api"), &real)?;
+        let nodes: Vec<String> = spec.pools.iter().flat_map(PoolSpec::node_names).collect();
+        let api = ApiServer::start(&bins.apiserver, &dir.path().join("api"), &nodes)?;
         let client = api.admin_client().await?;
         for pool in &spec.pools {
             create_objects(&client, pool, &spec).await?;
@@ -109,11 +100,6 @@ impl ScaleCluster {
             &api.client_ca,
         )?;
         companion.start()?;
-        let played: HashSet<String> = spec
-            .pools
-            .iter()
-            .flat_map(|p| p.node_names().into_iter().skip(p.agents))
-            .collect();
         let labels = spec
             .pools
             .iter()
@@ -122,7 +108,7 @@ impl ScaleCluster {
                 node_label: p.node_label(),
             })
             .collect();
-        let fleet = Fleet::start(client.clone(), labels, played, spec.played_update);
+        let fleet = Fleet::start(client.clone(), labels);
         let mut cluster = ScaleCluster {
             dir,
             api,
@@ -133,8 +119,7 @@ impl ScaleCluster {
             spec,
         };
         for pool in cluster.spec.pools.clone() {
-            let rendered = cluster.wait_rendered(&pool.name, "").await?;
-            cluster.register_played(&pool, &rendered).await?;
+            cluster.wait_rendered(&pool.name, "").await?;
             cluster.start_agents(bins, &pool).await?;
         }
         for pool in cluster.spec.pools.clone() {
@@ -146,42 +131,18 @@ impl ScaleCluster {
         Ok(cluster)
     }
 
-    /// The played nodes of `pool`, registered as their agents would leave them after the
-    /// bootstrap: Done on the pool's config.
-    async fn register_played(&self, pool: &PoolSpec, rendered: &str) -> Result<()> {
-        let annotations = json!({
-            CURRENT_CONFIG: rendered, DESIRED_CONFIG: rendered, STATE: NodeState::Done.as_str(),
-        });
-        let nodes = Api::<KubeNode>::all(self.client.clone());
-        futures::stream::iter(pool.node_names().into_iter().skip(pool.agents))
-            .map(|name| {
-                let object = node_object(&name, &pool.node_label(), Some(annotations.clone()));
-                let nodes = nodes.clone();
-                async move {
-                    let node: KubeNode = serde_json::from_value(object)?;
-                    nodes.create(&PostParams::default(), &node).await?;
-                    anyhow::Ok(())
-                }
-            })
-            .buffer_unordered(8)
-            .try_collect::<Vec<()>>()
-            .await
-            .with_context(|| format!("registering the played nodes of pool {}", pool.name))?;
-        Ok(())
-    }
-
-    /// The real nodes of `pool`: each root a copy of one first boot through the real Ignition
+    /// The nodes of `pool`: each root a copy of one first boot through the real Ignition
     /// (the served config is the same for every node of a pool), its Node registered, its
     /// agent started.
     async fn start_agents(&mut self, bins: &Binaries, pool: &PoolSpec) -> Result<()> {
         let template = self.first_boot_template(&pool.name)?;
-        for name in pool.node_names().into_iter().take(pool.agents) {
+        for name in pool.node_names() {
             let dir = self.dir.path().join(&name);
             let pem = self.api.kubelet_client_pem(&name)?;
             let mut node = Node::new(&name, &dir, &pem)?;
             copy_tree(&template, &node.root)?;
             std::fs::write(node.root.join(KUBELET_CLIENT_PEM), &pem)?;
-            let object = node_object(&name, &pool.node_label(), None);
+            let object = node_object(&name, &pool.node_label());
             Api::<KubeNode>::all(self.client.clone())
                 .create(&PostParams::default(), &serde_json::from_value(object)?)
                 .await
@@ -261,9 +222,8 @@ impl ScaleCluster {
                 }
             }
             if Instant::now() > deadline {
-                let (played, failures) = self.fleet.played();
                 bail!(
-                    "pool {} not Done on {config} in {timeout:?}: {done} of {total} nodes seen Done; {played} played updates, failures: {failures:?}\n{}",
+                    "pool {} not Done on {config} in {timeout:?}: {done} of {total} nodes seen Done\n{}",
                     pool.name,
                     self.companion_log_tail()
                 );
@@ -291,9 +251,14 @@ impl ScaleCluster {
             .collect())
     }
 
-    /// The process ids of the running agents.
-    pub fn agent_pids(&self) -> Vec<u32> {
-        self.agents.iter().filter_map(Node::agent_pid).collect()
+    /// The process ids of the running agents of `pool`, or of every pool.
+    pub fn agent_pids(&self, pool: Option<&PoolSpec>) -> Vec<u32> {
+        let members: Option<HashSet<String>> = pool.map(|p| p.node_names().into_iter().collect());
+        self.agents
+            .iter()
+            .filter(|node| members.as_ref().is_none_or(|m| m.contains(&node.name)))
+            .filter_map(Node::agent_pid)
+            .collect()
     }
 }
 
@@ -328,13 +293,10 @@ async fn create_objects(client: &kube::Client, pool: &PoolSpec, spec: &Spec) -> 
     Ok(())
 }
 
-/// A Ready Node of the pool labelled `node_label`, with `annotations` if given.
-fn node_object(name: &str, node_label: &str, annotations: Option<Value>) -> Value {
+/// A Ready Node of the pool labelled `node_label`.
+fn node_object(name: &str, node_label: &str) -> Value {
     let mut object = manifests::registered_node(name);
     object["metadata"]["labels"][node_label] = json!("");
-    if let Some(annotations) = annotations {
-        object["metadata"]["annotations"] = annotations;
-    }
     object
 }
 

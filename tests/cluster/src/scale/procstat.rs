@@ -54,6 +54,28 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExt: ListenOverflows` of `/proc/net/netstat`, for the whole network namespace).
+pub fn listen_overflows() -> Result<u64> {
+    let netstat =
+        std::fs::read_to_string("/proc/net/netstat").context("reading /proc/net/netstat")?;
+    netstat_counter(&netstat, "TcpExt", "ListenOverflows")
+        .context("/proc/net/netstat has no TcpExt ListenOverflows")
+}
+
+/// A counter of `/proc/net/netstat`: a line of names then a line of values, both led by
+/// `PREFIX:`.
+fn netstat_counter(netstat: &str, prefix: &str, name: &str) -> Option<u64> {
+    let lead = format!("{prefix}:");
+    let mut rows = netstat.lines().filter(|l| l.starts_with(&lead));
+    let names = rows.next()?.split_whitespace();
+    let values = rows.next()?.split_whitespace();
+    names
+        .zip(values)
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
 /// The kernel's clock ticks per second for `/proc` times (`getconf CLK_TCK`; 100 on Linux).
 fn clock_ticks() -> u64 {
     static TICKS: OnceLock<u64> = OnceLock::new();
@@ -87,6 +109,21 @@ mod tests {
         assert_eq!(status_kib(status, "VmRSS"), Some(1024));
         assert_eq!(status_kib(status, "VmHWM"), Some(2048));
         assert_eq!(status_kib(status, "VmSwap"), None);
+    }
+
+    #[test]
+    fn reads_a_netstat_counter_by_name() {
+        let netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 17 19\nIpExt: InNoRoutes\nIpExt: 3\n";
+        assert_eq!(
+            netstat_counter(netstat, "TcpExt", "ListenOverflows"),
+            Some(17)
+        );
+        assert_eq!(netstat_counter(netstat, "IpExt", "InNoRoutes"), Some(3));
+        assert_eq!(netstat_counter(netstat, "TcpExt", "Missing"), None);
+        assert!(
+            listen_overflows().is_ok(),
+            "this kernel counts ListenOverflows"
+        );
     }
 
     #[test]

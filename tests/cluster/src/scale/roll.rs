@@ -32,7 +32,7 @@ pub struct RollReport {
     pub companion_cpu: Duration,
     pub apiserver: Usage,
     pub apiserver_cpu: Duration,
-    /// The CPU time of all real agents (of every pool) during the rollout.
+    /// The CPU time of the rolled pool's agents during the rollout.
     pub agents_cpu: Duration,
     pub requests: Tally,
     pub max_unavailable: usize,
@@ -48,7 +48,7 @@ impl ScaleCluster {
         let audit_before = self.api.audit()?.len();
         let companion_before = procstat::usage(companion_pid)?;
         let api_before = procstat::usage(api_pid)?;
-        let agents_before = procstat::total_cpu(&self.agent_pids());
+        let agents_before = procstat::total_cpu(&self.agent_pids(Some(pool)));
         let previous = self.rendered(&pool.name).await?;
         self.fleet.reset_max_unavailable();
         let start = Instant::now();
@@ -69,7 +69,8 @@ impl ScaleCluster {
         tokio::time::sleep(SETTLE).await;
         let companion = procstat::usage(companion_pid)?;
         let apiserver = procstat::usage(api_pid)?;
-        let agents_cpu = procstat::total_cpu(&self.agent_pids()).saturating_sub(agents_before);
+        let agents_cpu =
+            procstat::total_cpu(&self.agent_pids(Some(pool))).saturating_sub(agents_before);
         let audit = self.api.audit()?;
         Ok(RollReport {
             pool: pool.clone(),
@@ -82,7 +83,7 @@ impl ScaleCluster {
             agents_cpu,
             requests: tally::tally(
                 &audit[audit_before.min(audit.len())..],
-                &pool.node_names().into_iter().take(pool.agents).collect(),
+                &pool.node_names().into_iter().collect(),
             ),
             max_unavailable,
             load: std::fs::read_to_string("/proc/loadavg")

@@ -14,9 +14,28 @@ pub struct Requests {
 }
 
 impl Requests {
+    /// Every request but the watches: those are long-lived streams whose count follows the
+    /// server's timeouts, not the work done, so they are counted apart ([`Requests::watches`]).
     pub fn total(&self) -> usize {
-        self.by_kind.values().sum()
+        self.by_kind
+            .iter()
+            .filter(|(kind, _)| !is_watch(kind))
+            .map(|(_, count)| count)
+            .sum()
     }
+
+    /// The watches started (renewals included).
+    pub fn watches(&self) -> usize {
+        self.by_kind
+            .iter()
+            .filter(|(kind, _)| is_watch(kind))
+            .map(|(_, count)| count)
+            .sum()
+    }
+}
+
+fn is_watch(kind: &str) -> bool {
+    kind.starts_with("watch ")
 }
 
 /// The companion's and the agents' requests in a stretch of the audit.
@@ -97,5 +116,7 @@ mod tests {
             ["worker-0", "worker-1"]
         );
         assert_eq!(t.other_agents.by_kind["watch nodes"], 1);
+        assert_eq!(t.other_agents.total(), 0, "watches are counted apart");
+        assert_eq!(t.other_agents.watches(), 1);
     }
 }

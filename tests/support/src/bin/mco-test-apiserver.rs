@@ -1,6 +1,7 @@
-//! `mco-test-apiserver --listen ADDR --kubeconfig-out FILE [--http] [--rbac] [--seed FILE]...`:
-//! the Kubernetes API test server as a process, until SIGINT or SIGTERM (SIGUSR1 drops every
-//! open watch). It prints its URL on stdout once every requested file is written.
+//! `mco-test-apiserver --listen ADDR --kubeconfig-out FILE [--http] [--rbac] [--seed FILE]...
+//! [--latency DURATION] [--write-latency DURATION]`: the Kubernetes API test server as a
+//! process, until SIGINT or SIGTERM (SIGUSR1 drops every open watch). It prints its URL on
+//! stdout once every requested file is written.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,14 @@ struct Args {
     /// Where to write the CA that signs client certificates (PEM).
     #[arg(long, value_name = "FILE")]
     client_ca_out: Option<PathBuf>,
+    /// Added to every request before it is served (a watch: before it starts), e.g. `5ms`: an
+    /// API server across a link with that round trip.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    latency: Option<Duration>,
+    /// Added to every write (POST, PUT, PATCH, DELETE) on top of --latency, e.g. `20ms`: an
+    /// API server whose etcd commits slowly.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    write_latency: Option<Duration>,
 }
 
 fn split_entry<'a>(flag: &str, entry: &'a str) -> Result<(&'a str, &'a Path)> {
@@ -157,6 +166,14 @@ fn main() -> Result<()> {
         audit_log: args.audit_log.clone(),
         ..ServerOptions::default()
     })?;
+    if let Some(latency) = args.latency {
+        server.faults().delay("*", "*", latency, None);
+    }
+    if let Some(latency) = args.write_latency {
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            server.faults().delay(method, "*", latency, None);
+        }
+    }
     for seed in &args.seeds {
         let text = std::fs::read_to_string(seed).with_context(|| format!("reading {seed:?}"))?;
         let count = server
