@@ -28,6 +28,9 @@ packages=(
   systemd-container qemu-system-x86 qemu-utils/bookworm busybox-static debootstrap cpio kmod e2fsprogs
   # fuzzing: libfuzzer-sys builds libFuzzer's C++ runtime from source (tests/fuzz.sh)
   g++
+  # pinned image sets: a real container runtime's CRI image service and a real registry with
+  # TLS and htpasswd (apache2-utils), images pushed and inspected with skopeo
+  containerd docker-registry apache2-utils skopeo
   # benchmarks
   nginx-light wrk openssl
   # the docs' link check (tests/doc_links.py)

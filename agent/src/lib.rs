@@ -29,15 +29,17 @@
 //! 2. The host and the cluster
 //!    - [`os`]: rpm-ostree over D-Bus (kernel arguments, OS image, kernel type, extensions),
 //!      the booted deployment read with libostree, and the MCD's OS checks.
-//!    - [`host`]: the live host over D-Bus: systemd (unit files, jobs) and reboot through
-//!      logind.
+//!    - [`host`]: the live host: systemd (unit files, jobs) and reboot through logind over
+//!      D-Bus, the container runtime's image service (CRI) over gRPC.
 //!    - [`cluster`]: the Node object (annotation protocol, events, `desiredConfig` watch),
 //!      drains through the Eviction API, rendered MachineConfigs from the API server.
 //!    - [`strategy`]: when a disruptive update may run: at once, in maintenance windows, or
 //!      under a FleetLock reboot slot.
-//! 3. The update
+//! 3. The update, and the pinned images
 //!    - [`engine`]: the update engine (state machine, persisted steps, rollback,
 //!      verification).
+//!    - [`pinned`]: the pinned image sets of the node's pools pulled through the runtime and
+//!      pinned in CRI-O's config, reported in the MachineConfigNode.
 //! 4. Ways to run it
 //!    - [`daemon`]: `mco-agent start`: start-up checks, following the desired config, drift
 //!      monitor.
@@ -71,8 +73,9 @@ pub mod host;
 pub mod os;
 pub mod strategy;
 
-// 3. The update
+// 3. The update, and the pinned images
 pub mod engine;
+pub mod pinned;
 
 // 4. Ways to run it
 pub mod daemon;

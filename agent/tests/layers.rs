@@ -34,6 +34,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("os", 2),
     ("strategy", 2),
     ("engine", 3),
+    ("pinned", 3),
     ("daemon", 4),
     ("metrics", 4),
     ("once", 4),

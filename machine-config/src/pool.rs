@@ -12,6 +12,7 @@ use crate::document::parse_value;
 use crate::error::{Issue, ParseError};
 use crate::ignition::{typed, unreachable_json};
 use crate::machineconfig::{API_VERSION, GROUP, check_type_meta, nullable};
+use crate::pinned_image_set::PinnedImageRef;
 
 /// A MachineConfigPool.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,6 +43,14 @@ pub struct PoolSpec {
     /// The rendered config targeted for this pool.
     #[serde(default, deserialize_with = "nullable")]
     pub configuration: PoolConfiguration,
+    /// The PinnedImageSets whose images the pool's nodes pull and pin, by name (filled by the
+    /// controller: [`crate::pinned_image_set::pool_set_names`]).
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub pinned_image_sets: Vec<PinnedImageRef>,
 }
 
 /// A rendered config reference with the MachineConfigs it was rendered from.
@@ -196,6 +205,28 @@ pub fn primary_pool<'a>(
     }
 }
 
+/// Every pool a node is in, as the MCO lists them (`GetPoolsForNode`): its
+/// [`primary_pool`], and `worker` besides a custom pool when `worker` selects the node too (a
+/// custom pool's nodes keep the worker pool's pinned images, for one).
+pub fn pools_for_node<'a>(
+    node: &str,
+    labels: &BTreeMap<String, String>,
+    pools: &'a [MachineConfigPool],
+) -> Result<Vec<&'a MachineConfigPool>, String> {
+    let Some(primary) = primary_pool(node, labels, pools)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = vec![primary];
+    if !matches!(primary.name(), "master" | "worker")
+        && let Some(worker) = pools
+            .iter()
+            .find(|p| p.name() == "worker" && p.selects_node(labels))
+    {
+        out.push(worker);
+    }
+    Ok(out)
+}
+
 fn pool_selects(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     sel.is_some_and(|s| !selector_is_empty(s) && selector_matches(s, labels))
 }
@@ -285,6 +316,27 @@ mod primary_pool_tests {
         let two = Err("node n belongs to 2 custom roles, cannot proceed with this Node".into());
         assert_eq!(pick(&["worker", "infra", "gpu"]), two);
         assert_eq!(pick(&["master", "infra", "gpu"]), two);
+    }
+
+    #[test]
+    fn every_pool_of_a_node() {
+        let pools: Vec<_> = ["worker", "infra", "master"].map(pool).into();
+        let names = |roles: &[&str]| {
+            let labels = roles
+                .iter()
+                .map(|r| (format!("node-role.kubernetes.io/{r}"), String::new()))
+                .collect();
+            pools_for_node("n", &labels, &pools)
+                .unwrap()
+                .iter()
+                .map(|p| p.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&["worker"]), ["worker"]);
+        assert_eq!(names(&["worker", "infra"]), ["infra", "worker"]);
+        assert_eq!(names(&["infra"]), ["infra"]);
+        assert_eq!(names(&["worker", "master"]), ["master"]);
+        assert!(names(&[]).is_empty());
     }
 
     #[test]

@@ -189,9 +189,94 @@ pub fn unsafe_change(old: &str, new: &str) -> Result<Option<String>, String> {
     Ok(None)
 }
 
+/// How far `prefix` matches the reference `image` (containers/image's rule): the whole
+/// prefix, followed by the end or one of `:`, `/`, `@`; a `*.example.com` prefix matches any
+/// subdomain of the reference's host. `None` when it does not match.
+fn matching_prefix(image: &str, prefix: &str) -> Option<usize> {
+    let boundary =
+        |at: usize| at == image.len() || matches!(image.as_bytes()[at], b':' | b'/' | b'@');
+    if let Some(domain) = prefix.strip_prefix('*') {
+        let index = image.find(domain)?;
+        if image[..index].contains('/') {
+            return None;
+        }
+        let end = index + domain.len();
+        return boundary(end).then_some(end);
+    }
+    (image.starts_with(prefix) && boundary(prefix.len())).then_some(prefix.len())
+}
+
+/// Where a pull of `image` (a reference by digest) goes, in order, per the registries.conf
+/// `text`: the locations of the mirrors of the registry entry matching it best (the longest
+/// prefix), except mirrors for tag pulls only, then the entry's own location. Empty when no
+/// entry matches (the image's own registry, with nothing configured).
+pub fn digest_pull_locations(text: &str, image: &str) -> Result<Vec<String>, String> {
+    let conf = parse(text)?;
+    let best = conf
+        .registries
+        .iter()
+        .filter_map(|(scope, r)| matching_prefix(image, scope).map(|n| (n, r)))
+        .max_by_key(|(n, _)| *n);
+    let Some((_, registry)) = best else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<String> = registry
+        .mirror
+        .iter()
+        .filter(|m| m.pull_from_mirror != "tag-only")
+        .map(|m| m.location.clone())
+        .collect();
+    out.push(registry.location.clone());
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pull_locations_of_a_digest_reference() {
+        let conf = r#"
+[[registry]]
+prefix = ""
+location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+[[registry.mirror]]
+location = "mirror.local/art"
+pull-from-mirror = "digest-only"
+[[registry.mirror]]
+location = "tags.local/art"
+pull-from-mirror = "tag-only"
+
+[[registry]]
+location = "quay.io/openshift-release-dev"
+[[registry.mirror]]
+location = "mirror.local/release"
+
+[[registry]]
+prefix = "*.example.com"
+location = ""
+[[registry.mirror]]
+location = "mirror.local/example"
+"#;
+        let d = "@sha256:0123";
+        let at = |image: &str| digest_pull_locations(conf, &format!("{image}{d}")).unwrap();
+        assert_eq!(
+            at("quay.io/openshift-release-dev/ocp-v4.0-art-dev"),
+            [
+                "mirror.local/art",
+                "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+            ]
+        );
+        assert_eq!(
+            at("quay.io/openshift-release-dev/ocp-release"),
+            ["mirror.local/release", "quay.io/openshift-release-dev"],
+            "a namespace entry covers its repositories (the longest prefix wins)"
+        );
+        assert_eq!(at("registry.example.com/x/y"), ["mirror.local/example", ""]);
+        assert!(at("quay.io/openshift-release-dev-other/x").is_empty());
+        assert!(at("example.com/x").is_empty());
+        assert!(digest_pull_locations("[[registry", "a/b").is_err());
+    }
 
     const BASE: &str = r#"
 unqualified-search-registries = ["registry.access.redhat.com", "docker.io"]

@@ -109,6 +109,12 @@ impl KubeNodeApi {
         &self.drainer
     }
 
+    /// The client with the node's credentials, for the watches of other parts of the agent
+    /// (the pinned image sets).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// Patches annotations until the patch lands.
     async fn patch_annotations(
         &self,

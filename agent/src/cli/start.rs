@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use machine_config::mco::node_image_conditions::Gates;
+use machine_config::mco::pinned_images::{CRI_SOCKET, KUBELET_AUTH_FILE};
 
 use super::strategy::{StrategyArgs, StrategyContext};
 use super::{Classify, Exit, exit};
+use crate::cluster::pinned_watch;
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
@@ -25,10 +27,13 @@ use crate::engine::{
     ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, HealthOptions, KubeletProbe,
     NoCluster, PolicySource,
 };
+use crate::host::cri::CriClient;
 use crate::input::policy::read_policy_file;
 use crate::input::served::KUBELET_CLIENT_CERT;
 use crate::metrics::kubelet::KubeletHealth;
 use crate::metrics::{self, MetricsArgs};
+use crate::pinned::{self, storage::Skopeo};
+use crate::rootfs::Root;
 use crate::stop::{StopSignals, until_stopped};
 
 /// Arguments of `start`.
@@ -108,6 +113,10 @@ pub struct Args {
     /// (`spec`/`status.configImage`), as the MCD does with the gate.
     #[arg(long, env = "MCO_AGENT_IMAGE_MODE_STATUS_REPORTING")]
     pub image_mode_status_reporting: bool,
+    /// The container runtime's CRI socket, through which the images of the node's pinned image
+    /// sets are pulled (containerd's CRI plugin serves the same image service as CRI-O).
+    #[arg(long, env = "MCO_AGENT_CRI_SOCKET", default_value = CRI_SOCKET)]
+    pub cri_socket: PathBuf,
     /// A second kubeconfig used only to list and evict the node's pods in agent drains (e.g. a
     /// service account allowed to evict where the node's own credentials are not); the node's
     /// own writes (cordon, annotations, events) keep the node's credentials.
@@ -243,6 +252,39 @@ fn client_cert(args: &Args) -> Option<PathBuf> {
     })
 }
 
+/// The pinned image sets of the node's pools, pulled through the runtime at `--cri-socket`,
+/// beside the daemon (a task of its own that lives as long as the agent).
+fn start_pinned_images(
+    args: &Args,
+    live: bool,
+    api: Arc<dyn NodeApi>,
+    client: kube::Client,
+    gates: Gates,
+    systemd: Option<Arc<dyn crate::host::systemd::Systemd>>,
+) -> Result<()> {
+    let node = api.node_name().to_string();
+    let seams = pinned::Seams {
+        api,
+        gates,
+        root: crate::host::selinux::label_files(Root::open(&args.root)?, live),
+        cri: Arc::new(CriClient::new(&args.cri_socket)),
+        inspector: Arc::new(Skopeo {
+            program: "skopeo".into(),
+            auth_file: args.root.join(KUBELET_AUTH_FILE.trim_start_matches('/')),
+            test_root: (!live).then(|| args.root.clone()),
+        }),
+        systemd,
+    };
+    let manager = Arc::new(pinned::Manager::new(
+        &node,
+        seams,
+        pinned::Timings::default(),
+    ));
+    tracing::info!(cri_socket = %args.cri_socket.display(), "pinned image sets followed");
+    tokio::spawn(manager.run(pinned_watch::watch(client, &node)));
+    Ok(())
+}
+
 /// How long an idle blocking-pool thread (file reads, `tokio::fs`) lingers before it exits.
 /// The daemon idles nearly all the time and its blocking work is rare and short: a thread
 /// started anew for it costs tens of microseconds, one kept costs its stack and a thread of
@@ -300,6 +342,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         }
         None => None,
     };
+    let mut kube_client = None;
     let api: Option<Arc<dyn NodeApi>> = match &kubeconfig {
         Some(kubeconfig) => {
             let mut options = ClusterOptions::new(&node);
@@ -318,7 +361,9 @@ async fn run_daemon(args: &Args) -> Result<()> {
                 eviction_kubeconfig = ?options.eviction_kubeconfig,
                 "drains"
             );
-            Some(Arc::new(KubeNodeApi::connect(&options).await?))
+            let api = KubeNodeApi::connect(&options).await?;
+            kube_client = Some(api.client().clone());
+            Some(Arc::new(api))
         }
         None => None,
     };
@@ -417,6 +462,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
     if seams.os.is_none() {
         tracing::warn!(why = %seams.os_unavailable, "OS changes cannot be made");
     }
+    let live_systemd = seams.systemd.clone();
     let mut opts = EngineOptions {
         hooks: args.hooks.options(),
         ..EngineOptions::default()
@@ -462,6 +508,12 @@ async fn run_daemon(args: &Args) -> Result<()> {
     }
     engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
+    if let (Some(api), Some(client)) = (&api, kube_client) {
+        let gates = Gates {
+            image_mode_status_reporting: args.image_mode_status_reporting,
+        };
+        start_pinned_images(args, live, api.clone(), client, gates, live_systemd)?;
+    }
     let mut daemon = match &api {
         Some(api) => {
             let annotated = join::load_node_annotations(engine.root(), api.as_ref()).await?;

@@ -23,12 +23,17 @@ use super::error::ClusterError;
 
 pub use mco_kube::kube_mcn::{API_VERSION, KIND};
 
+/// Held across each read-modify-write of the object's status: the update's steps and the
+/// pinned image sets ([`super::mcn_pinned`]) write its conditions from two tasks, and a merge
+/// patch of `status.conditions` replaces the list, so two writes interleaved would lose one.
+pub(super) static WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A new MachineConfigNode for `node` (UID `uid`) in `pool`, wanting `desired`.
 pub fn new_object(node: &str, uid: &str, pool: &str, desired: &str) -> Value {
     with_spec(node, uid, spec(node, pool, desired))
 }
 
-fn with_spec(node: &str, uid: &str, spec: Value) -> Value {
+pub(super) fn with_spec(node: &str, uid: &str, spec: Value) -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -49,7 +54,13 @@ fn spec(node: &str, pool: &str, desired: &str) -> Value {
 }
 
 /// `spec`, with the gate `configImage.desiredImage` (the `desiredImage` annotation, if any).
-fn gated_spec(node: &str, pool: &str, desired: &str, image: Option<&str>, gates: Gates) -> Value {
+pub(super) fn gated_spec(
+    node: &str,
+    pool: &str,
+    desired: &str,
+    image: Option<&str>,
+    gates: Gates,
+) -> Value {
     let mut out = spec(node, pool, desired);
     if gates.image_mode_status_reporting {
         out["configImage"] = match image {
@@ -94,7 +105,7 @@ pub fn conditions(object: &Value) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
@@ -128,6 +139,7 @@ pub async fn report_batch(
     progress: &[Progress],
     gates: Gates,
 ) -> Result<(), ClusterError> {
+    let _writing = WRITES.lock().await;
     let node = api.node_name().to_string();
     let annotations = api.annotations().await?;
     let facts = NodeFacts {

@@ -7,10 +7,14 @@
 //!
 //! - [`pool`]: the node's pool, from the MachineConfigPools selecting it or its role labels.
 //! - [`mcn`]: the node's MachineConfigNode, its conditions moved at each step of an update.
+//! - [`mcn_pinned`]: the pinned image sets in that MachineConfigNode.
+//! - [`pinned_watch`]: what the pinned image sets of the node are, followed through watches.
 //! - [`policy_watch`]: `MachineConfiguration/cluster` followed through a watch, and the MCD's
 //!   wait for its node disruption policy status.
 
 pub mod mcn;
+pub mod mcn_pinned;
+pub mod pinned_watch;
 pub mod policy_watch;
 pub mod pool;
 

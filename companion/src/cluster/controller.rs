@@ -15,6 +15,9 @@
 //!    the rollout waits), and removes `desiredImage` from the nodes of a pool that left it;
 //! 4. writes the pool's status (counts and conditions, `RenderDegraded` on render failures).
 //!
+//! Between 1 and 2 it lists in the pool's `spec.pinnedImageSets` the PinnedImageSets its
+//! selector selects ([`pinned_sets`](super::pinned_sets)).
+//!
 //! Each pass first brings `MachineConfiguration/cluster`'s node disruption status up to date
 //! ([`policy_status`](super::policy_status)); the drain controller runs beside the loop, and so
 //! does the journal of each node's progress from its MachineConfigNode
@@ -36,7 +39,7 @@ use machine_config::layering::{MachineOSBuild, MachineOSConfig, PoolImage, pool_
 use machine_config::mco::annotations::{DESIRED_CONFIG, DESIRED_IMAGE};
 use machine_config::mco::machine_config_node::MachineConfigNode;
 use machine_config::render::{self, RenderOptions};
-use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
+use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration, PinnedImageSet};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 
@@ -101,10 +104,15 @@ pub async fn run_with(
             "MachineOSBuilds",
         ),
     );
+    // A set added, changed or relabelled reaches its pools' spec at once.
+    let (pinned_sets, pinned_changes) = super::cached(
+        Api::<PinnedImageSet>::all(client.clone()),
+        "PinnedImageSets",
+    );
     let mut all_changes = futures::stream::select(
         futures::stream::select(
             futures::stream::select(mc_changes.boxed(), policy_changes.boxed()),
-            image_changes.boxed(),
+            futures::stream::select(image_changes.boxed(), pinned_changes.boxed()),
         ),
         futures::stream::select(pool_changes.boxed(), node_changes.boxed()),
     );
@@ -139,6 +147,7 @@ pub async fn run_with(
         configs,
         machine_config_nodes,
         nodes,
+        pinned_sets,
     };
     tracing::info!("controller started");
     let mut tick = tokio::time::interval(RESYNC);
@@ -201,6 +210,7 @@ struct Controller {
     /// Read for what they add to the annotations (why a node is degraded), never required.
     machine_config_nodes: Store<MachineConfigNode>,
     nodes: NodeCache,
+    pinned_sets: Store<PinnedImageSet>,
 }
 
 impl Controller {
@@ -253,6 +263,7 @@ impl Controller {
             }
             Err(StepError::Api(err)) => return Err(err),
         }
+        let pinned = super::pinned_sets::sync(&self.client, &mut pool, &self.pinned_sets).await;
 
         let mut targets: BTreeMap<String, String> = BTreeMap::new();
         let mut unrenderable: BTreeSet<String> = BTreeSet::new();
@@ -313,7 +324,7 @@ impl Controller {
         }
 
         let render_error = (!render_errors.is_empty()).then(|| render_errors.join("; "));
-        let status = nodes::pool_status_with_image(
+        let mut status = nodes::pool_status_with_image(
             &pool,
             members,
             target,
@@ -322,6 +333,7 @@ impl Controller {
             &|node| progress::degraded_message(&self.machine_config_nodes, node),
             &now(),
         );
+        super::pinned_sets::set_degraded(&mut status, &pinned, &now());
         if status != pool.status {
             Api::<MachineConfigPool>::all(self.client.clone())
                 .patch_status(

@@ -1,12 +1,13 @@
 //! Cluster mode: the companion as the MCO's render controller and node controller
-//! ([`controller`]), its drain controller ([`drain`]) and the operator's node disruption policy
-//! status ([`policy_status`]), and as its config server ([`source`]), against a Kubernetes API.
+//! ([`controller`]), its pinned image set controller ([`pinned_sets`]), its drain controller
+//! ([`drain`]) and the operator's node disruption policy status ([`policy_status`]), and as its config server ([`source`]), against a Kubernetes API.
 
 pub mod controller;
 pub mod drain;
 mod mc_cache;
 pub mod node_cache;
 pub mod nodes;
+pub mod pinned_sets;
 pub mod policy_status;
 pub mod progress;
 pub mod source;

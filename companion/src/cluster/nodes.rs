@@ -320,7 +320,7 @@ pub fn pool_status_with_image(
 }
 
 /// Sets a condition, keeping its transition time when the status does not change.
-fn set_condition(
+pub(super) fn set_condition(
     conditions: &mut Vec<PoolCondition>,
     type_: &str,
     on: bool,

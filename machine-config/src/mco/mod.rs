@@ -15,6 +15,7 @@ pub mod machine_config_node;
 pub mod node_conditions;
 pub mod node_image_conditions;
 pub mod paths;
+pub mod pinned_images;
 pub mod states;
 
 pub use states::{NodeState, UnknownState};

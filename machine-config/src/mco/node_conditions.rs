@@ -504,7 +504,10 @@ pub fn merge_with(
                 return None;
             }
             c = parent.clone();
-        } else if c.status != False && reset {
+        } else if c.status != False && reset && !SINGLETONS.contains(&c.kind.as_str()) {
+            // (The MCO also resets the pinned-image conditions here: a node whose images
+            // failed to pull would read PinnedImageSetsDegraded=False after any update. They
+            // tell of the pinned image sets alone, so they are kept: docs/mcd-compatibility.md.)
             c.status = False;
             c.last_transition_time = now.to_string();
             c.message = format!("Action during update to {desired}: {}", c.message);

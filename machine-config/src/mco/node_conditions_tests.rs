@@ -440,6 +440,29 @@ fn updated_resets_the_steps_of_the_update() {
         (pinned.reason.as_str(), pinned.last_transition_time.as_str()),
         (NOT_YET_OCCURRED, NOW)
     );
+    // The pinned-image conditions tell of the pinned image sets alone: an update leaves them.
+    let mut with_pinned = all.clone();
+    for c in with_pinned.iter_mut() {
+        if c.kind == PINNED_IMAGE_SETS_DEGRADED {
+            c.status = Status::True;
+            c.message = "One or more PinnedImageSet is experiencing an error.".into();
+        }
+        if c.kind == UPDATED {
+            c.status = Status::False;
+        }
+    }
+    let again = merge(
+        &with_pinned,
+        &Progress::Updated.change(&facts()),
+        "rendered-c",
+        LATER,
+    )
+    .unwrap();
+    assert_eq!(
+        status_of(&again, PINNED_IMAGE_SETS_DEGRADED).1,
+        Status::True,
+        "an update does not clear PinnedImageSetsDegraded"
+    );
     // The next update's first step sees Updated=True: it turns False.
     let next = merge(
         &all,

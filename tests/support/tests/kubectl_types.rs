@@ -534,3 +534,106 @@ fn seed_reads_yaml_as_kubectl_apply_sends_it() {
         "seeded and kubectl-applied objects are the same JSON"
     );
 }
+
+const PINNED: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: PinnedImageSet
+metadata:
+  name: release-images
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  pinnedImages:
+  - name: quay.io/openshift-release-dev/ocp-release@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+  - name: quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789
+"#;
+
+#[test]
+fn pinned_image_sets_apply_print_and_validate() {
+    let server = TestApiServer::start().unwrap();
+    let out = apply(&server, "pinned.yaml", PINNED);
+    assert!(
+        out.contains("pinnedimageset.machineconfiguration.openshift.io/release-images created"),
+        "{out}"
+    );
+    let (header, cells) = row(
+        &kubectl_ok(&server, &["get", "pinnedimagesets"]),
+        "release-images",
+    );
+    assert_eq!(header, ["NAME", "AGE"]);
+    assert_eq!(cells[0], "release-images");
+    // A spec change is a new generation; a status write is not.
+    let third = r#"[{"op":"add","path":"/spec/pinnedImages/-","value":{"name":"quay.io/x/y@sha256:1111111111111111111111111111111111111111111111111111111111111111"}}]"#;
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "pinnedimageset",
+            "release-images",
+            "--type",
+            "json",
+            "-p",
+            third,
+        ],
+    );
+    let status = r#"{"status":{"conditions":[{"type":"Degraded","status":"False","reason":"AsExpected","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#;
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "pinnedimageset",
+            "release-images",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            status,
+        ],
+    );
+    let got = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "pinnedimageset",
+            "release-images",
+            "-o",
+            "jsonpath={.metadata.generation} {.spec.pinnedImages[2].name}",
+        ],
+    );
+    assert_eq!(
+        got,
+        "2 quay.io/x/y@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+    );
+    // The CRD's rules: a tag is refused, and so is an image twice.
+    let tagged = PINNED.replace("release-images", "tagged").replace(
+        "ocp-release@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "ocp-release:4.18",
+    );
+    let file = server.dir().join("tagged.yaml");
+    std::fs::write(&file, tagged).unwrap();
+    let refused = kubectl(&server, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("spec.pinnedImages[0].name: Invalid value: \"string\": the OCI Image reference must end with a valid '@sha256:<digest>' suffix"),
+        "{stderr}"
+    );
+    let twice = r#"[{"op":"add","path":"/spec/pinnedImages/-","value":{"name":"quay.io/x/y@sha256:1111111111111111111111111111111111111111111111111111111111111111"}}]"#;
+    let refused = kubectl(
+        &server,
+        &[
+            "patch",
+            "pinnedimageset",
+            "release-images",
+            "--type",
+            "json",
+            "-p",
+            twice,
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("spec.pinnedImages[3]: Duplicate value")
+    );
+}

@@ -266,6 +266,13 @@ pub static RESOURCES: &[ResourceDef] = &[
         ..CRD
     },
     ResourceDef {
+        group: MCO,
+        plural: "pinnedimagesets",
+        kind: "PinnedImageSet",
+        status_subresource: true,
+        ..CRD
+    },
+    ResourceDef {
         group: OPERATOR,
         plural: "machineconfigurations",
         kind: "MachineConfiguration",

@@ -11,9 +11,10 @@
 //!   Secrets (`stringData` folded into `data`), DaemonSets, ReplicaSets, Deployments,
 //!   Leases, Roles, ClusterRoles and their bindings, SelfSubjectAccessReviews and
 //!   SelfSubjectRulesReviews, and the MCO's MachineConfigs, MachineConfigPools,
-//!   MachineConfigNodes, MachineOSConfigs, MachineOSBuilds and MachineConfigurations
-//!   (openshift/api), with `/status` where the real type has it; ConfigMaps, the MCO's
-//!   ControllerConfigs and the cluster's FeatureGates and ClusterVersions.
+//!   MachineConfigNodes, MachineOSConfigs, MachineOSBuilds, PinnedImageSets and
+//!   MachineConfigurations (openshift/api), with `/status` where the real type has it;
+//!   ConfigMaps, the MCO's ControllerConfigs and the cluster's FeatureGates and
+//!   ClusterVersions.
 //! - Discovery, an OpenAPI v3 index (enough for kubectl to skip client-side validation),
 //!   Table output with the real printer columns (`-o wide` included).
 //! - CRUD, merge/JSON/strategic merge patches, watches from a resourceVersion with selectors,
@@ -27,7 +28,8 @@
 //!   authorizer, RBAC over the stored objects with the bootstrap roles, NodeRestriction
 //!   admission; 401/403 with the real Status bodies and messages; an audit of every decision.
 //! - Validation the clients meet: names, labels, budgets, leases, bindings, and the
-//!   MachineConfigNode CRD's rules; `--seed` reads YAML 1.1 as `kubectl apply` sends it.
+//!   MachineConfigNode and PinnedImageSet CRDs' rules; `--seed` reads YAML 1.1 as
+//!   `kubectl apply` sends it.
 //!
 //! # What is not
 //!

@@ -148,7 +148,47 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
                 }
             }
         }
+        "pinnedimagesets" => validate_pinned_images(def, obj)?,
         _ => {}
+    }
+    Ok(())
+}
+
+/// The PinnedImageSet CRD's rules on `spec.pinnedImages`: required, 1 to 500 entries, a list
+/// map keyed by `name`, each name a reference by digest.
+fn validate_pinned_images(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    let invalid =
+        |field: &str, detail: String| Err(ApiError::invalid(def, name_of(obj), field, &detail));
+    let Some(images) = obj.pointer("/spec/pinnedImages").and_then(Value::as_array) else {
+        return invalid("spec.pinnedImages", "Required value".into());
+    };
+    if images.is_empty() {
+        return invalid(
+            "spec.pinnedImages",
+            "Invalid value: 0: spec.pinnedImages in body should have at least 1 items".into(),
+        );
+    }
+    if images.len() > 500 {
+        return invalid(
+            "spec.pinnedImages",
+            format!("Too many: {}: must have at most 500 items", images.len()),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, image) in images.iter().enumerate() {
+        let field = format!("spec.pinnedImages[{i}].name");
+        let Some(name) = image.get("name") else {
+            return invalid(&field, "Required value".into());
+        };
+        if let Some(problem) = image_digest_problem(&field, name) {
+            return invalid(&field, problem);
+        }
+        if !seen.insert(name.to_string()) {
+            return invalid(
+                &format!("spec.pinnedImages[{i}]"),
+                format!("Duplicate value: map[string]interface {{}}{{\"name\":{name}}}"),
+            );
+        }
     }
     Ok(())
 }
