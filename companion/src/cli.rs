@@ -11,8 +11,9 @@ use machine_config::render::{self, RenderOptions};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::cluster::MachineConfigCache;
+use crate::cluster::SharedMachineConfigs;
 use crate::cluster::drain::schedule::DrainTimings;
+use crate::leader::{Election, LeaderArgs};
 use crate::server::bootstrap::BootstrapTokens;
 use crate::server::{self, ConfigSource, Limits};
 use crate::standalone::Standalone;
@@ -176,6 +177,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub drain: DrainTimingArgs,
     #[command(flatten)]
+    pub leader: LeaderArgs,
+    #[command(flatten)]
     pub fleet_lock: crate::fleet_lock::args::FleetLockArgs,
 }
 
@@ -189,6 +192,8 @@ pub struct ControllerArgs {
     pub base: BaseArgs,
     #[command(flatten)]
     pub drain: DrainTimingArgs,
+    #[command(flatten)]
+    pub leader: LeaderArgs,
 }
 
 /// Runs the parsed command line.
@@ -199,11 +204,14 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Controller(args) => {
             let client = crate::cluster::client(&args.kubeconfig).await?;
             let (_stop, shutdown) = shutdown_on_signal();
-            let drains = crate::cluster::drain_client(&args.kubeconfig).await?;
-            let (options, timings) = (args.base.options(), args.drain.timings());
-            let configs = MachineConfigCache::watch(client.clone());
-            let drains = Some((drains, timings));
-            crate::cluster::controller::run_with(client, options, configs, drains, shutdown).await
+            let configs = SharedMachineConfigs::watch(client.clone());
+            let controllers = Controllers {
+                kubeconfig: args.kubeconfig.clone(),
+                options: args.base.options(),
+                drain: args.drain.timings(),
+                configs,
+            };
+            controllers.run(&args.leader, client, shutdown).await
         }
     }
 }
@@ -267,21 +275,20 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
             // With the controller, the config server reads the controller's MachineConfigs.
             let mut shared_configs = None;
             if args.controller {
-                let configs = MachineConfigCache::watch(client.clone());
+                let configs = SharedMachineConfigs::watch(client.clone());
                 shared_configs = Some(configs.reader.clone());
-                let (client, options, shutdown) =
-                    (client.clone(), args.base.options(), shutdown.clone());
-                let drains = Some((
-                    crate::cluster::drain_client(kubeconfig).await?,
-                    args.drain.timings(),
-                ));
+                let controllers = Controllers {
+                    kubeconfig: kubeconfig.clone(),
+                    options: args.base.options(),
+                    drain: args.drain.timings(),
+                    configs,
+                };
+                // checked now: bad leader election settings fail the start, not a task
+                let election = controllers.election(&args.leader, client.clone())?;
+                let shutdown = shutdown.clone();
                 let (stop, failed) = (stop.clone(), controller_failed.clone());
                 tasks.spawn(async move {
-                    if let Err(err) = crate::cluster::controller::run_with(
-                        client, options, configs, drains, shutdown,
-                    )
-                    .await
-                    {
+                    if let Err(err) = controllers.run_elected(election, shutdown).await {
                         // The config server would go on serving from a store nothing fills:
                         // stop it too, and fail, so the service is restarted whole.
                         tracing::error!("controller stopped: {err:#}; stopping the server");
@@ -336,6 +343,98 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         bail!("the controller stopped (see the error above)");
     }
     Ok(())
+}
+
+/// The controllers (render, node, drain) and what they need to start, each time this replica
+/// leads.
+struct Controllers {
+    kubeconfig: PathBuf,
+    options: RenderOptions,
+    drain: DrainTimings,
+    configs: SharedMachineConfigs,
+}
+
+impl Controllers {
+    /// The election, unless `--no-leader-elect`.
+    fn election(&self, args: &LeaderArgs, client: kube::Client) -> Result<Option<Election>> {
+        if args.no_leader_elect {
+            return Ok(None);
+        }
+        Election::new(args, client).map(Some)
+    }
+
+    async fn run(
+        self,
+        args: &LeaderArgs,
+        client: kube::Client,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let election = self.election(args, client)?;
+        self.run_elected(election, shutdown).await
+    }
+
+    /// Runs the controllers while this replica leads (always, without an election) until
+    /// `shutdown`; then releases the Lease.
+    async fn run_elected(
+        self,
+        election: Option<Election>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let Some(Election {
+            fence,
+            elector,
+            timings,
+        }) = election
+        else {
+            tracing::warn!("leader election is off: run one replica only");
+            let client = crate::cluster::client(&self.kubeconfig).await?;
+            let drains = crate::cluster::drain_client(&self.kubeconfig).await?;
+            let configs = self.configs.subscribe();
+            let drains = Some((drains, self.drain));
+            return crate::cluster::controller::run_with(
+                client,
+                self.options,
+                configs,
+                drains,
+                shutdown,
+            )
+            .await;
+        };
+        let client = crate::cluster::fenced_client(&self.kubeconfig, &fence, true).await?;
+        let drains = crate::cluster::fenced_client(&self.kubeconfig, &fence, false).await?;
+        // The elector stops at shutdown, at once (it fences the controllers off, waits for
+        // their writes in flight, releases the Lease), or when the controllers failed.
+        let (stop_electing, electing) = watch::channel(false);
+        let stop_electing = Arc::new(stop_electing);
+        let (stop, mut stopping) = (stop_electing.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+            let _ = stop.send(true);
+        });
+        let elector = tokio::spawn(elector.run(electing));
+        let Controllers {
+            options,
+            drain,
+            configs,
+            ..
+        } = self;
+        let result =
+            crate::leader::while_leading(fence, shutdown, timings.write_cutoff(), move |stopped| {
+                crate::cluster::controller::run_with(
+                    client.clone(),
+                    options.clone(),
+                    configs.subscribe(),
+                    Some((drains.clone(), drain.clone())),
+                    stopped,
+                )
+            })
+            .await;
+        let _ = stop_electing.send(true);
+        if let Err(err) = elector.await {
+            tracing::warn!("leader election task: {err}");
+        }
+        result
+    }
 }
 
 /// A shutdown flag that turns true on SIGTERM or SIGINT.

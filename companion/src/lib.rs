@@ -9,6 +9,8 @@
 //!   re-rendered when it changes.
 //! - [`cluster`]: cluster mode: the render and node controllers, the drain controller, the
 //!   node disruption policy status (as the MCO's controllers and operator do).
+//! - [`leader`]: leader election among replicas (a Lease): only the leader runs the
+//!   controllers, and a fence keeps a replica that lost the Lease from writing.
 //! - [`fleet_lock`]: the FleetLock server (reboot slots per group) on the same listener.
 //! - [`peer`]: what a client proved about itself (certificate, bootstrap token, nothing).
 //! - [`cli`]: the `mco-companion` command line (`render`, `serve`).
@@ -21,6 +23,7 @@ pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod fleet_lock;
+pub mod leader;
 pub mod manifests;
 pub mod negotiate;
 pub mod peer;

@@ -592,6 +592,11 @@ fn serve_binary_in_cluster_mode() {
         .arg(dir.path().join("tls.crt"))
         .arg("--key")
         .arg(dir.path().join("tls.key"))
+        // as the Deployment's downward API sets it: the leader election's Lease goes there
+        .env(
+            "POD_NAMESPACE",
+            mco_test_support::shipped::COMPANION_NAMESPACE,
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -164,6 +164,8 @@ impl Companion {
             .arg(dir.path().join("client-ca.crt"))
             .arg("--bootstrap-tokens")
             .arg(dir.path().join("tokens"))
+            // as the Deployment's downward API sets it: the leader election's Lease goes there
+            .env("POD_NAMESPACE", COMPANION_NAMESPACE)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

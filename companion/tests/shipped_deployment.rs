@@ -104,3 +104,52 @@ fn the_network_policy_admits_the_machine_network_to_the_config_servers_ports_onl
         );
     }
 }
+
+/// Three replicas with leader election: spread over nodes, each ready once it serves, a budget
+/// that lets a drain take one at a time, a rolling update that never has two down, and the
+/// downward API giving each its identity and the Lease's namespace (where the shipped Role lets
+/// it write Leases).
+#[test]
+fn the_deployment_runs_three_replicas_with_leader_election() {
+    let deployment = mco_test_support::shipped::object("Deployment", "mco-companion").unwrap();
+    let spec = &deployment["spec"];
+    let pod = &spec["template"]["spec"];
+    let container = &pod["containers"][0];
+    let pod_labels = &spec["template"]["metadata"]["labels"];
+    let namespace = &deployment["metadata"]["namespace"];
+    assert_eq!(spec["replicas"], 3);
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 1);
+    let spread = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(&spread["labelSelector"]["matchLabels"], pod_labels);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+        assert_eq!(container[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
+    let env = container["env"].as_array().expect("the container has env");
+    for (name, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        let var = env.iter().find(|e| e["name"] == name).expect(name);
+        assert_eq!(var["valueFrom"]["fieldRef"]["fieldPath"], field, "{name}");
+    }
+    let budget = mco_test_support::shipped::object("PodDisruptionBudget", "mco-companion")
+        .expect("manifests/ ships a PodDisruptionBudget for the companion");
+    assert_eq!(&budget["metadata"]["namespace"], namespace);
+    assert_eq!(&budget["spec"]["selector"]["matchLabels"], pod_labels);
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
+    // the leader election's Lease: in the pod's namespace, which the Role covers
+    let role = mco_test_support::shipped::object("Role", "mco-companion-fleet-lock").unwrap();
+    assert_eq!(&role["metadata"]["namespace"], namespace);
+    let rule = &role["rules"][0];
+    assert_eq!(rule["resources"], serde_json::json!(["leases"]));
+    for verb in ["get", "create", "update"] {
+        assert!(
+            rule["verbs"].as_array().unwrap().iter().any(|v| v == verb),
+            "the Role lacks {verb} on leases"
+        );
+    }
+}

@@ -1,5 +1,6 @@
-//! The MachineConfigs, watched once per process: in `serve --controller` the controller drives
-//! the cache (its changes wake a pass) and the config server reads the same store. Rendered
+//! The MachineConfigs, watched once per process: in `serve --controller` one task drives the
+//! cache and both the config server and the controller (while this replica leads) read the
+//! same store. Rendered
 //! configs carry every file's contents, so a second watch held each of them twice (half of the
 //! companion's heap in the scale harness, docs/benchmarks.md "A 1,000-node pool").
 
@@ -26,6 +27,47 @@ impl MachineConfigCache {
         let (store, changes) = cached(Api::<MachineConfig>::all(client), "MachineConfigs");
         MachineConfigCache {
             reader: MachineConfigReader::new(store),
+            changes: changes.boxed(),
+        }
+    }
+}
+
+/// The process's one MachineConfig watch, shared by the config server (always) and the
+/// controllers (each time this replica leads): the watch runs for the process's life, and each
+/// [`SharedMachineConfigs::subscribe`] gets the same store with its own change stream.
+#[derive(Clone)]
+pub struct SharedMachineConfigs {
+    /// The store and its readiness.
+    pub reader: MachineConfigReader,
+    changed: watch::Receiver<u64>,
+}
+
+impl SharedMachineConfigs {
+    /// Starts the watch (a task polls it from now on).
+    pub fn watch(client: Client) -> Self {
+        let MachineConfigCache {
+            reader,
+            mut changes,
+        } = MachineConfigCache::watch(client);
+        let (tx, changed) = watch::channel(0u64);
+        tokio::spawn(async move {
+            while changes.next().await.is_some() {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        });
+        SharedMachineConfigs { reader, changed }
+    }
+
+    /// The store, and a stream that yields after each change from now on.
+    pub fn subscribe(&self) -> MachineConfigCache {
+        let mut changed = self.changed.clone();
+        changed.mark_unchanged();
+        let changes = futures::stream::unfold(changed, |mut changed| async move {
+            changed.changed().await.ok()?;
+            Some(((), changed))
+        });
+        MachineConfigCache {
+            reader: self.reader.clone(),
             changes: changes.boxed(),
         }
     }

@@ -12,7 +12,7 @@ pub mod policy_status;
 pub mod progress;
 pub mod source;
 
-pub use mc_cache::{MachineConfigCache, MachineConfigReader};
+pub use mc_cache::{MachineConfigCache, MachineConfigReader, SharedMachineConfigs};
 
 use std::path::Path;
 
@@ -37,6 +37,23 @@ pub async fn drain_client(kubeconfig: &Path) -> Result<Client> {
     let mut config = config(kubeconfig).await?;
     config.default_retry = false;
     Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// A client whose writes pass only while `fence` allows (the leader's controllers'), with or
+/// without kube's retries (see [`drain_client`]).
+pub async fn fenced_client(
+    kubeconfig: &Path,
+    fence: &crate::leader::fence::Fence,
+    retry: bool,
+) -> Result<Client> {
+    let mut config = config(kubeconfig).await?;
+    config.default_retry = retry;
+    let builder =
+        kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    let layer = crate::leader::fence::FenceLayer {
+        fence: fence.clone(),
+    };
+    Ok(builder.with_layer(&layer).build())
 }
 
 async fn config(kubeconfig: &Path) -> Result<kube::Config> {

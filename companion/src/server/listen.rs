@@ -87,16 +87,17 @@ pub async fn serve_with_fleet_lock(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let clients = Arc::new(PerClient::default());
     let limits = Arc::new(limits);
+    let stopping = shutdown.clone();
     loop {
         if *shutdown.borrow() {
-            return;
+            break;
         }
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => return,
             },
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => break,
         };
         let (stream, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -108,7 +109,7 @@ pub async fn serve_with_fleet_lock(
                     continue;
                 }
             },
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => break,
         };
         let Some(client_slot) = clients.admit(remote.ip(), limits.max_connections_per_client)
         else {
@@ -122,6 +123,7 @@ pub async fn serve_with_fleet_lock(
         let acceptor = acceptor.clone();
         let bootstrap = bootstrap.clone();
         let fleet_lock = fleet_lock.clone();
+        let stopping = stopping.clone();
         tokio::spawn(async move {
             let _permits = (permit, client_slot);
             match acceptor {
@@ -133,6 +135,7 @@ pub async fn serve_with_fleet_lock(
                         bootstrap,
                         (source, fleet_lock),
                         &limits,
+                        stopping,
                     )
                     .await
                 }
@@ -143,12 +146,26 @@ pub async fn serve_with_fleet_lock(
                         tls: false,
                         bootstrap,
                     };
-                    serve_http(stream, connection, (source, fleet_lock), &limits).await
+                    serve_http(stream, connection, (source, fleet_lock), &limits, stopping).await
                 }
             }
         });
     }
+    // Stopping: the listener closes (new clients go to another replica), requests in flight
+    // are answered, idle connections are closed; for IN_FLIGHT_GRACE at most.
+    drop(listener);
+    let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    if tokio::time::timeout(IN_FLIGHT_GRACE, slots.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open {IN_FLIGHT_GRACE:?} after the stop; closing them");
+    }
 }
+
+/// How long a stopping server waits for the requests in flight: under the Deployment's
+/// `terminationGracePeriodSeconds` (30 s), with room for the leader to release its Lease.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(20);
 
 async fn serve_tls(
     stream: WriteTimeout<TcpStream>,
@@ -157,6 +174,7 @@ async fn serve_tls(
     bootstrap: Option<Arc<BootstrapTokens>>,
     services: Services,
     limits: &Limits,
+    stopping: watch::Receiver<bool>,
 ) {
     match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
@@ -174,7 +192,7 @@ async fn serve_tls(
                 tls: true,
                 bootstrap,
             };
-            serve_http(tls, connection, services, limits).await
+            serve_http(tls, connection, services, limits, stopping).await
         }
         Ok(Err(err)) => tracing::debug!(%remote, "TLS handshake failed: {err}"),
         Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
@@ -196,8 +214,13 @@ struct Connection {
 /// What a listener answers with: configs, and FleetLock when on.
 type Services = (Arc<dyn ConfigSource>, Option<Arc<FleetLock>>);
 
-async fn serve_http<S>(stream: S, connection: Connection, services: Services, limits: &Limits)
-where
+async fn serve_http<S>(
+    stream: S,
+    connection: Connection,
+    services: Services,
+    limits: &Limits,
+    mut stopping: watch::Receiver<bool>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let remote = connection.remote;
@@ -260,7 +283,16 @@ where
         .max_headers(limits.max_headers)
         .keep_alive(true)
         .serve_connection(TokioIo::new(stream), service);
-    if let Err(err) = connection.await {
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = async { stopping.wait_for(|stop| *stop).await.map(|_| ()) } => {
+            // the request in flight is answered, then the connection closes
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(err) = ended {
         tracing::debug!(%remote, "connection ended: {err}");
     }
 }
