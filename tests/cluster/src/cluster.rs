@@ -46,6 +46,8 @@ pub struct Spec {
     pub os: bool,
     /// More arguments for every `mco-agent start` (e.g. a feature gate the cluster has).
     pub agent_args: Vec<String>,
+    /// Replicas of the companion (leader election among them, a front before them).
+    pub replicas: usize,
 }
 
 /// `mco-agent start --drain-mode`.
@@ -64,6 +66,7 @@ impl Default for Spec {
             drain_mode: DrainMode::Agent,
             os: false,
             agent_args: Vec::new(),
+            replicas: 1,
         }
     }
 }
@@ -129,7 +132,8 @@ impl Cluster {
             &dir.path().join("companion"),
             &api.companion_kubeconfig,
             &api.client_ca,
-        )?;
+        )?
+        .with_replicas(spec.replicas, &api.url)?;
         companion.start()?;
         let max_unavailable = usize::try_from(spec.max_unavailable)?;
         let sampler = Sampler::start(client.clone(), WORKER_ROLE_LABEL, max_unavailable);

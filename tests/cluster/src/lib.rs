@@ -30,8 +30,10 @@ pub mod manifests;
 pub mod mcn;
 pub mod node;
 pub mod os;
+pub mod proxy;
 pub mod sampler;
 pub mod scale;
+pub mod transitions;
 
 use std::path::PathBuf;
 use std::time::Duration;
