@@ -21,7 +21,7 @@ use tokio::time::Instant;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why the fence stopped a write.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum FenceError {
     #[error("not the leader: this replica does not hold the leader Lease, so it writes nothing")]
     NotLeading,
