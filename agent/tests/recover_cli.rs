@@ -134,6 +134,7 @@ async fn a_node_stuck_on_a_missing_config_is_retargeted_to_the_one_it_runs() {
         out.contains(&format!("Recovered: the node is Done in {base}")),
         "{out}"
     );
+    assert!(!out.contains("no agent runs"), "{out}");
     assert_eq!(node.annotation(DESIRED_CONFIG).as_deref(), Some(&*base));
     assert_eq!(node.annotation(REASON).as_deref(), Some(""));
     assert_eq!(node.logind.reboots(), 0);
@@ -158,5 +159,63 @@ async fn without_the_cluster_a_node_cannot_be_retargeted() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("the cluster could not be reached"), "{out}");
     assert!(!node.path(FORCE_FILE).exists());
+    node.stop().await;
+}
+
+/// `mco-agent status` of the node at `node`, human form.
+fn status(node: &Node) -> String {
+    let out = common::agent()
+        .arg("status")
+        .arg("--root")
+        .arg(&node.root)
+        .arg("--sysroot")
+        .arg(node.os.sysroot.path())
+        .arg("--boot-id-file")
+        .arg(&node.boot_file)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let (stdout, stderr, code) = common::text(&out);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    stdout
+}
+
+/// A failed fetch is in `status` (not only in the log) while the agent runs; once it is gone,
+/// `status` says so and that the state is only what it last reported, and `recover --wait`
+/// warns that nobody is there to act.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_recover_say_whether_an_agent_runs_and_its_last_failure() {
+    let (mut node, base) = provisioned().await;
+    let pid = node.last_agent_pid().unwrap();
+    node.set_desired("rendered-worker-gone");
+    node.wait_annotations("the failed fetch", secs(30), "Degraded", Some(&base))
+        .await;
+    let text = status(&node);
+    assert!(
+        text.contains(&format!("Agent:        running (pid {pid}) since ")),
+        "{text}"
+    );
+    assert!(text.contains("State:        Degraded\n"), "{text}");
+    assert!(
+        text.contains("Last error:   cannot get the desired config rendered-worker-gone from "),
+        "{text}"
+    );
+
+    node.kill_agent().await;
+    let text = status(&node);
+    assert!(
+        text.contains(&format!("Agent:        not running (pid {pid}, started ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("State:        Degraded (as last reported, "),
+        "{text}"
+    );
+    let (out, code) = recover(&node, &["--yes", "--wait", "1s"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("warning: no agent runs on this node to act on it"),
+        "{out}"
+    );
     node.stop().await;
 }

@@ -147,6 +147,7 @@ fn status_reads_the_agents_files_without_a_daemon() {
         }),
         updated_ms: rec.started_ms,
         strategy: None,
+        ..Status::default()
     };
     root.write_atomic(
         Path::new(STATUS_FILE),
@@ -165,7 +166,9 @@ fn status_reads_the_agents_files_without_a_daemon() {
     assert_eq!(v["unreadable"], serde_json::json!([]));
     let text = human(&args);
     for want in [
-        "State:        Working\n",
+        // no daemon wrote this file: what it says is not current
+        "Agent:        not running (no daemon has written the status file since the boot)\n",
+        "State:        Working (as last reported, ",
         "Current:      00-worker-base\n",
         "Desired:      rendered-worker-next\n",
         "Pending:      00-worker-base -> rendered-worker-next at RebootRequested: reboot requested in this boot, waiting for it\n",
@@ -378,6 +381,10 @@ async fn status_and_metrics_of_a_running_daemon() {
     assert_eq!(v["last_update"]["reboot"], false);
     assert!(v["last_update"]["duration_ms"].as_u64().is_some(), "{v}");
     assert_eq!(v["unreadable"], serde_json::json!([]));
+    assert_eq!(v["agent"]["running"], true, "{v}");
+    assert_eq!(v["agent"]["pid"], node.last_agent_pid().unwrap(), "{v}");
+    assert!(v["last_fetch_ms"].as_u64().is_some(), "{v}");
+    assert_eq!(v["last_error"], Value::Null, "{v}");
     // Without a sysroot to read, the deployments come from rpm-ostree on the bus.
     let v = status_json(&["--root", &root], Some(node.os.bus.address()));
     assert_eq!(v["deployments"]["source"], "rpm-ostree", "{v}");

@@ -119,6 +119,12 @@ async fn recover(args: &Args, root: &Root) -> Result<ExitCode> {
     super::check_writable(&args.root)?;
     tracing::info!(remedy = %remedy, "mco-agent recover: {remedy}");
     let target = act(root, node.as_ref(), &remedy).await?;
+    let agent_runs = node_status.agent.as_ref().is_some_and(|a| a.running);
+    if !agent_runs {
+        tracing::warn!(
+            "no agent runs on this node to act on it: nothing changes until it starts (systemctl start mco-agent)"
+        );
+    }
     match args.wait {
         Some(timeout) => wait_done(root, node.as_ref(), &target, timeout).await,
         None => {

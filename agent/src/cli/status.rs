@@ -25,7 +25,7 @@ use machine_config::mco::paths::CURRENT_CONFIG;
 use serde::Serialize;
 
 use crate::engine::record::{self, UpdateRecord};
-use crate::engine::report::{LastUpdate, STATUS_FILE, read_status};
+use crate::engine::report::{AgentProcess, LastError, LastUpdate, STATUS_FILE, read_status};
 use crate::engine::{BOOT_ID_FILE, read_boot_id};
 use crate::input;
 use crate::os::{ClientConfig, DbusOsUpdater, Deployment, OsStatus, OsUpdater, SysrootReader};
@@ -79,8 +79,41 @@ pub struct NodeStatus {
     pub strategy: Option<StrategyStatus>,
     /// When the agent last wrote the status file (Unix milliseconds).
     pub status_updated_ms: Option<u64>,
+    /// The daemon that keeps the status file, and whether it still runs (`None`: no daemon
+    /// wrote the file, or there is none).
+    pub agent: Option<AgentState>,
+    /// The daemon's last failure to fetch the desired config or to reach the API server.
+    pub last_error: Option<LastError>,
+    /// When the daemon last fetched the desired config (Unix milliseconds).
+    pub last_fetch_ms: Option<u64>,
     /// What could not be read, and why.
     pub unreadable: Vec<String>,
+}
+
+/// The daemon named in the status file.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentState {
+    /// Its process still runs (`/proc/PID` is an `mco-agent`), like `systemctl status`'s
+    /// `Active:`.
+    pub running: bool,
+    pub pid: u32,
+    pub started_ms: u64,
+}
+
+impl AgentState {
+    fn of(process: &AgentProcess) -> Self {
+        AgentState {
+            running: is_agent_process(process.pid),
+            pid: process.pid,
+            started_ms: process.started_ms,
+        }
+    }
+}
+
+/// Whether process `pid` runs and is an `mco-agent` (not another process given the pid since).
+fn is_agent_process(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|comm| comm.trim_end() == env!("CARGO_PKG_NAME"))
 }
 
 /// The update in progress, from the update record.
@@ -179,6 +212,9 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
             s.last_update = file.last_update;
             s.strategy = file.strategy;
             s.status_updated_ms = Some(file.updated_ms);
+            s.agent = file.agent.as_ref().map(AgentState::of);
+            s.last_error = file.last_error;
+            s.last_fetch_ms = file.last_fetch_ms;
         }
         Ok(None) => s.unreadable.push(format!(
             "{}: absent (the agent has not run since the node booted): state, reason and last update unknown",

@@ -152,6 +152,12 @@ impl Daemon {
     /// Start-up: stale temp files removed, checks; then sd_notify `READY=1` (the engine says
     /// it earlier in the boot into an update, before the health checks).
     pub async fn start(&mut self) -> Result<()> {
+        // who keeps the status file, for `status` (a file left behind names a dead pid)
+        self.engine
+            .reporter()
+            .update_status(self.engine.root(), |s| {
+                s.agent = Some(crate::engine::report::AgentProcess::this())
+            });
         self.engine.remove_stale_temp_files();
         startup::link_pull_secret(&self.engine);
         match startup::resume(&self.engine).await {

@@ -12,6 +12,8 @@ use machine_config::mco::node_conditions::Progress;
 use super::{Daemon, Parked, drift};
 use crate::engine::Outcome;
 use crate::engine::backups::managed_paths;
+use crate::engine::record::now_ms;
+use crate::engine::report::LastError;
 use crate::input::{self, LoadedConfig};
 use crate::validate::{SKIPPED_FILES, core_paths};
 
@@ -33,6 +35,9 @@ impl Daemon {
             Ok(mc) => embed_image(&mc, self.desired_image.as_deref()),
             Err(e) => return self.fetch_failed(name.as_deref(), e).await,
         };
+        self.engine
+            .reporter()
+            .update_status(self.engine.root(), |s| s.last_fetch_ms = Some(now_ms()));
         // What the node should be in, for `status`, also while it is in it already.
         let status = self.engine.reporter().status();
         if status.desired.as_deref() != Some(desired.name())
@@ -165,6 +170,15 @@ impl Daemon {
             ),
         };
         tracing::warn!(reason, "fetching the desired config failed");
+        self.engine
+            .reporter()
+            .update_status(self.engine.root(), |s| {
+                s.last_error = Some(LastError {
+                    what: "fetch".to_string(),
+                    message: reason.clone(),
+                    at_ms: now_ms(),
+                })
+            });
         // What the node is told to be in, for `status` and `recover`, even when it cannot be had.
         if let Some(n) = name
             && self.engine.reporter().status().desired.as_deref() != Some(n)

@@ -124,6 +124,43 @@ pub struct Status {
     /// The update strategy, its next window, the FleetLock slot, why an update waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<StrategyStatus>,
+    /// The daemon that keeps this file (none for the one-shot commands): `status` tells a
+    /// running agent from a file it left behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentProcess>,
+    /// The last failure to fetch the desired config or to talk to the API server (a TLS
+    /// failure lives here, not only in the log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<LastError>,
+    /// When the desired config was last fetched (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fetch_ms: Option<u64>,
+}
+
+/// The daemon process that writes the status file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentProcess {
+    pub pid: u32,
+    pub started_ms: u64,
+}
+
+impl AgentProcess {
+    /// This process, starting now.
+    pub fn this() -> Self {
+        AgentProcess {
+            pid: std::process::id(),
+            started_ms: now_ms(),
+        }
+    }
+}
+
+/// A failure the daemon went on after.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastError {
+    /// What failed: `fetch` (the desired config) or `api` (reporting to the API server).
+    pub what: String,
+    pub message: String,
+    pub at_ms: u64,
 }
 
 /// Reads the status file of `root`, if any.
@@ -182,6 +219,17 @@ impl Reporter {
         self.lock().clone()
     }
 
+    /// Keeps `message` as the last API failure (what `status` shows).
+    fn api_failed(&self, root: &Root, message: String) {
+        self.update_status(root, |s| {
+            s.last_error = Some(LastError {
+                what: "api".to_string(),
+                message,
+                at_ms: now_ms(),
+            })
+        });
+    }
+
     /// Changes the status and rewrites the file (failures are logged: the status file is
     /// informational, the update goes on).
     pub fn update_status(&self, root: &Root, f: impl FnOnce(&mut Status)) {
@@ -238,6 +286,7 @@ impl Reporter {
         });
         if let Err(e) = self.cluster.report(state, reason).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report the state to the cluster");
+            self.api_failed(root, format!("reporting the state {state}: {e:#}"));
         }
     }
 
@@ -296,6 +345,7 @@ impl Reporter {
         });
         if let Err(e) = self.cluster.set_done(config, image).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report Done to the cluster");
+            self.api_failed(root, format!("reporting Done in {config}: {e:#}"));
         }
     }
 

@@ -14,9 +14,33 @@ pub fn human(s: &NodeStatus, now_ms: u64) -> String {
     let mut line = |label: &str, value: &str| {
         let _ = writeln!(out, "{:<LABEL$}{value}", format!("{label}:"));
     };
-    line("State", s.state.as_deref().unwrap_or("unknown"));
+    line("Agent", &agent(s, now_ms));
+    let running = s.agent.as_ref().is_some_and(|a| a.running);
+    line(
+        "State",
+        &match (&s.state, s.status_updated_ms) {
+            (None, _) => "unknown".to_string(),
+            (Some(state), Some(at)) if !running => format!(
+                "{state} (as last reported, {} ago: no agent runs to keep it current)",
+                duration(ago(at, now_ms))
+            ),
+            (Some(state), _) => state.clone(),
+        },
+    );
     if !s.reason.is_empty() {
         line("Reason", &s.reason);
+    }
+    if let Some(at) = s.status_updated_ms {
+        line("Reported", &when(at, now_ms));
+    }
+    if let Some(e) = &s.last_error {
+        let mut t = format!("{}, {}", e.message, when(e.at_ms, now_ms));
+        if e.what == "fetch"
+            && let Some(ok) = s.last_fetch_ms.filter(|ok| *ok > e.at_ms)
+        {
+            let _ = write!(t, "; fetched since, {}", when(ok, now_ms));
+        }
+        line("Last error", &t);
     }
     line("Current", s.current.as_deref().unwrap_or("none"));
     line("Desired", s.desired.as_deref().unwrap_or("unknown"));
@@ -107,6 +131,30 @@ pub fn human(s: &NodeStatus, now_ms: u64) -> String {
     out
 }
 
+/// `running (pid 42) since DATE (5m ago)`, as `systemctl status`'s `Active:`.
+fn agent(s: &NodeStatus, now_ms: u64) -> String {
+    match &s.agent {
+        Some(a) if a.running => format!(
+            "running (pid {}) since {}",
+            a.pid,
+            when(a.started_ms, now_ms)
+        ),
+        Some(a) => format!(
+            "not running (pid {}, started {}, is gone)",
+            a.pid,
+            when(a.started_ms, now_ms)
+        ),
+        None if s.status_updated_ms.is_some() => {
+            "not running (no daemon has written the status file since the boot)".to_string()
+        }
+        None => "not running (no status file since the boot)".to_string(),
+    }
+}
+
+fn ago(ms: u64, now_ms: u64) -> Duration {
+    Duration::from_secs(now_ms.saturating_sub(ms) / 1000)
+}
+
 /// The update in progress, with what its step means.
 fn pending(p: &Pending) -> String {
     let what = match (p.step.as_str(), p.this_boot) {
@@ -164,11 +212,10 @@ fn deployment(out: &mut String, label: &str, d: Option<&DeploymentInfo>) {
 /// `2025-01-02T03:04:05Z (5m 3s ago)`.
 fn when(ms: u64, now_ms: u64) -> String {
     let at = UNIX_EPOCH + Duration::from_millis(ms);
-    let ago = Duration::from_secs(now_ms.saturating_sub(ms) / 1000);
     format!(
         "{} ({} ago)",
         humantime::format_rfc3339_seconds(at),
-        duration(ago)
+        duration(ago(ms, now_ms))
     )
 }
 
@@ -184,7 +231,8 @@ fn duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::status::Deployments;
+    use crate::cli::status::{AgentState, Deployments};
+    use crate::engine::report::LastError;
     use crate::engine::report::LastUpdate;
     use crate::strategy::StrategyStatus;
 
@@ -232,13 +280,22 @@ mod tests {
                 rollback: None,
             }),
             strategy: None,
-            status_updated_ms: Some(1_700_000_000_000),
+            status_updated_ms: Some(1_700_000_060_000),
+            agent: Some(AgentState {
+                running: true,
+                pid: 42,
+                started_ms: 1_699_999_000_000,
+            }),
+            last_error: None,
+            last_fetch_ms: None,
             unreadable: vec!["deployments: x".into(), "second".into()],
         };
         let text = human(&s, 1_700_000_065_000);
         assert_eq!(
             text,
-            "State:        Working
+            "Agent:        running (pid 42) since 2023-11-14T21:56:40Z (17m 45s ago)
+State:        Working
+Reported:     2023-11-14T22:14:20Z (5.00s ago)
 Current:      rendered-a
 Desired:      rendered-b
 Pending:      rendered-a -> rendered-b at RebootRequested: reboot requested in this boot, waiting for it
@@ -317,6 +374,111 @@ Reboot slot:  held (FleetLock): given back once the node is Done in its new conf
         );
         s.desired_image = s.current_image.clone();
         assert!(!human(&s, 0).contains("Image wanted"));
+    }
+
+    /// Whether the agent runs, the age of what it reported and its last failure: `status`
+    /// never reads as a current `Done` when nobody keeps it current.
+    #[test]
+    fn the_agent_its_reports_age_and_its_last_failure_are_shown() {
+        const NOW: u64 = 1_700_001_800_000;
+        const REPORTED: u64 = 1_700_000_000_000;
+        let agent = |running| AgentState {
+            running,
+            pid: 42,
+            started_ms: 1_699_999_000_000,
+        };
+        let failed = LastError {
+            what: "fetch".into(),
+            message: "cannot get the desired config from https://c:22623: connection refused"
+                .into(),
+            at_ms: 1_700_000_000_000,
+        };
+        let rows: Vec<(NodeStatus, Vec<&str>)> = vec![
+            (
+                NodeStatus {
+                    state: Some("Done".into()),
+                    status_updated_ms: Some(REPORTED),
+                    agent: Some(agent(true)),
+                    ..NodeStatus::default()
+                },
+                vec![
+                    "Agent:        running (pid 42) since 2023-11-14T21:56:40Z (46m 40s ago)
+",
+                    "State:        Done
+",
+                    "Reported:     2023-11-14T22:13:20Z (30m ago)
+",
+                ],
+            ),
+            (
+                NodeStatus {
+                    state: Some("Done".into()),
+                    status_updated_ms: Some(REPORTED),
+                    agent: Some(agent(false)),
+                    ..NodeStatus::default()
+                },
+                vec![
+                    "Agent:        not running (pid 42, started 2023-11-14T21:56:40Z (46m 40s ago), is gone)
+",
+                    "State:        Done (as last reported, 30m ago: no agent runs to keep it current)
+",
+                ],
+            ),
+            (
+                NodeStatus {
+                    state: Some("Done".into()),
+                    status_updated_ms: Some(REPORTED),
+                    ..NodeStatus::default()
+                },
+                vec![
+                    "Agent:        not running (no daemon has written the status file since the boot)
+",
+                    "State:        Done (as last reported, 30m ago",
+                ],
+            ),
+            (
+                NodeStatus::default(),
+                vec![
+                    "Agent:        not running (no status file since the boot)
+",
+                    "State:        unknown
+",
+                ],
+            ),
+            (
+                NodeStatus {
+                    state: Some("Done".into()),
+                    status_updated_ms: Some(NOW),
+                    agent: Some(agent(true)),
+                    last_error: Some(failed.clone()),
+                    ..NodeStatus::default()
+                },
+                vec![
+                    "Last error:   cannot get the desired config from https://c:22623: connection refused, 2023-11-14T22:13:20Z (30m ago)
+",
+                ],
+            ),
+            (
+                NodeStatus {
+                    state: Some("Done".into()),
+                    status_updated_ms: Some(NOW),
+                    agent: Some(agent(true)),
+                    last_error: Some(failed),
+                    last_fetch_ms: Some(1_700_001_790_000),
+                    ..NodeStatus::default()
+                },
+                vec![
+                    "connection refused, 2023-11-14T22:13:20Z (30m ago); fetched since, 2023-11-14T22:43:10Z (10.00s ago)
+",
+                ],
+            ),
+        ];
+        for (s, wanted) in rows {
+            let text = human(&s, NOW);
+            for want in wanted {
+                assert!(text.contains(want), "{want:?} not in:\n{text}");
+            }
+        }
     }
 
     #[test]
