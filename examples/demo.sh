@@ -48,7 +48,7 @@ without_os() {
     { print }' "$1"
 }
 rendered_name() { grep -o '"name": *"rendered-[^"]*"' "$1" | head -1 | sed 's/.*"\(rendered-[^"]*\)"/\1/'; }
-agent_status_is() { "$agent" status --root "$root" --json | tr -d ' \n' | grep -q "$1"; }
+agent_status_is() { "$agent" status --root "$root" -o json | tr -d ' \n' | grep -q "$1"; }
 
 step "A fresh sandbox node at $root (users, an OS-default chrony.conf, vendor units, /home -> var/home)"
 rm -rf "$demo"

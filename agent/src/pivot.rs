@@ -2,7 +2,7 @@
 //! documentation spells out as `rpm-ostree rebase` plus the force file ("forcing a pivot"), as
 //! one command. The image is staged through rpm-ostree like an update's (pull secret arranged,
 //! `cleanup -p` first, `lock-finalization` when the agent reboots), why is logged to the
-//! journal, the reboot goes through the normal rebooter (unless `--no-reboot`), and with a
+//! journal, the reboot goes through the normal rebooter (unless `--skip-reboot`), and with a
 //! cluster the Node gets the MCD's OS events and `post-config-action`.
 //!
 //! Nothing is changed when the image is malformed, when an update is in progress (its record
@@ -110,7 +110,7 @@ pub async fn pivot(
         );
     }
     let no_reboot = if !opts.reboot {
-        Some("not rebooting (--no-reboot)".to_string())
+        Some("not rebooting (--skip-reboot)".to_string())
     } else if !live {
         Some("not rebooting: an alternate root is never rebooted".to_string())
     } else {

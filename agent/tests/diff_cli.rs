@@ -1,4 +1,4 @@
-//! `mco-agent diff` on the examples: exit codes, the exact `--json` shape, user policies.
+//! `mco-agent diff` on the examples: exit codes, the exact `-o json` shape, user policies.
 
 mod common;
 
@@ -11,7 +11,7 @@ fn example(name: &str) -> String {
 }
 
 fn diff_json(old: &str, new: &str, extra: &[&str]) -> (serde_json::Value, i32) {
-    let mut args = vec!["diff", old, new, "--json"];
+    let mut args = vec!["diff", old, new, "-o", "json"];
     args.extend_from_slice(extra);
     let (stdout, stderr, code) = text(&run(&args));
     // Exactly one JSON object on stdout.

@@ -61,7 +61,7 @@ fn drain_and_uncordon_commands() {
 
     let blocked = agent(&[
         "drain",
-        "--node",
+        "--node-name",
         NODE,
         "--kubeconfig",
         &kubeconfig,
@@ -87,7 +87,7 @@ fn drain_and_uncordon_commands() {
         .unwrap();
     let drained = agent(&[
         "drain",
-        "--node",
+        "--node-name",
         NODE,
         "--kubeconfig",
         &kubeconfig,
@@ -107,7 +107,7 @@ fn drain_and_uncordon_commands() {
     );
     assert_eq!(node(&server)["spec"]["unschedulable"], true);
 
-    let uncordoned = agent(&["uncordon", "--node", NODE, "--kubeconfig", &kubeconfig]);
+    let uncordoned = agent(&["uncordon", "--node-name", NODE, "--kubeconfig", &kubeconfig]);
     assert!(
         uncordoned.status.success(),
         "{}",
@@ -117,7 +117,7 @@ fn drain_and_uncordon_commands() {
 
     let missing = agent(&[
         "drain",
-        "--node",
+        "--node-name",
         NODE,
         "--kubeconfig",
         "/nonexistent/kubeconfig",

@@ -197,7 +197,7 @@ fn diff_lists_the_hooks_and_checks_playbooks_without_changing_anything() {
         &[(&site, SITE_PLAYBOOK, 0o644), (&bad, failing, 0o644)],
     );
     let out = agent()
-        .args(["diff", &old, &new, "--json"])
+        .args(["diff", &old, &new, "-o", "json"])
         .args(check)
         .output()
         .unwrap();

@@ -70,7 +70,7 @@ async fn pivot_rebases_to_the_image_with_the_pull_secret() {
     assert!(!root.join("run/ostree/auth.json").exists());
 
     // The registry needs credentials and the node has none: the pull is refused.
-    let (ok, out, err) = pivot(&env, &root, &["--no-reboot", IMAGE]).await;
+    let (ok, out, err) = pivot(&env, &root, &["--skip-reboot", IMAGE]).await;
     assert!(!ok, "{out}{err}");
     assert!(err.contains("unauthorized"), "{err}");
     assert_eq!(env.deployments(), before);
@@ -78,11 +78,11 @@ async fn pivot_rebases_to_the_image_with_the_pull_secret() {
     // With the kubelet's pull secret (no merged one), /run/ostree/auth.json points at it.
     fs::create_dir_all(root.join("var/lib/kubelet")).unwrap();
     fs::write(root.join("var/lib/kubelet/config.json"), SECRET).unwrap();
-    let (ok, out, err) = pivot(&env, &root, &["--no-reboot", IMAGE]).await;
+    let (ok, out, err) = pivot(&env, &root, &["--skip-reboot", IMAGE]).await;
     assert!(ok, "{out}{err}");
     assert!(out.contains(&format!("staged {IMAGE}")), "{out}");
     assert!(
-        out.contains("reboot needed: not rebooting (--no-reboot)"),
+        out.contains("reboot needed: not rebooting (--skip-reboot)"),
         "{out}"
     );
     assert_eq!(
@@ -131,7 +131,7 @@ async fn pivot_refuses_while_an_update_is_in_progress() {
     };
     let rec = UpdateRecord::new(mc("rendered-a"), mc("rendered-b"), Step::Os, "boot-1");
     record::store(&Root::open(&root).unwrap(), &rec).unwrap();
-    let (ok, out, err) = pivot(&env, &root, &["--no-reboot", IMAGE]).await;
+    let (ok, out, err) = pivot(&env, &root, &["--skip-reboot", IMAGE]).await;
     assert!(!ok, "{out}{err}");
     assert!(
         err.contains("an update is in progress (rendered-a -> rendered-b"),

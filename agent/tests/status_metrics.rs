@@ -41,7 +41,7 @@ fn status_reading_with(args: &[&str], bus: Option<&str>, reader: &Path) -> Outpu
 
 fn status_json(args: &[&str], bus: Option<&str>) -> Value {
     let mut all = args.to_vec();
-    all.push("--json");
+    all.extend(["-o", "json"]);
     let out = status(&all, bus);
     let (stdout, stderr, code) = text(&out);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -230,7 +230,8 @@ fn a_missing_or_failing_sysroot_reader_is_said_and_rpm_ostree_asked() {
         p(&root_dir),
         "--sysroot",
         p(sysroot.path()),
-        "--json",
+        "-o",
+        "json",
     ];
     let missing = dir.path().join("libexec/mco-sysroot-status");
     for (reader, why) in [
@@ -394,7 +395,7 @@ async fn status_and_metrics_of_a_running_daemon() {
     );
     // So do they when the sysroot reader fails: the same answer, nothing said unreadable.
     let out = status_reading_with(
-        &["--root", &root, "--sysroot", &sysroot, "--json"],
+        &["--root", &root, "--sysroot", &sysroot, "-o", "json"],
         Some(node.os.bus.address()),
         Path::new("/bin/false"),
     );

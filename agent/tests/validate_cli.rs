@@ -1,5 +1,5 @@
 //! `mco-agent validate` as a user runs it: exit codes, the MCD-compatible first line, one line per
-//! mismatch, `--json`.
+//! mismatch, `-o json`.
 
 mod common;
 
@@ -54,7 +54,7 @@ fn matching_root_exits_zero() {
     assert_eq!((code, stderr.as_str()), (0, ""));
     assert_eq!(stdout, "on-disk state matches rendered-worker-abc\n");
     let (stdout, _, code) = text(&run(&[
-        "validate", "--config", &config, "--root", &root, "--json",
+        "validate", "--config", &config, "--root", &root, "-o", "json",
     ]));
     assert_eq!((code, stdout.trim()), (0, "[]"));
 }
@@ -90,7 +90,7 @@ fn every_mismatch_is_reported_first_line_mcd_compatible() {
     );
 
     let (stdout, _, code) = text(&run(&[
-        "validate", "--config", &config, "--root", &root, "--json",
+        "validate", "--config", &config, "--root", &root, "-o", "json",
     ]));
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();

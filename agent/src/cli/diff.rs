@@ -1,4 +1,4 @@
-//! `mco-agent diff OLD NEW [--policy FILE] [--json] [--check-playbooks [--root DIR]]`.
+//! `mco-agent diff OLD NEW [--policy FILE] [-o json|yaml] [--check-playbooks [--root DIR]]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,9 +22,9 @@ pub struct Args {
     /// the default policies (as the MCO merges the cluster's).
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Print the plan as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    /// `-o json|yaml`: the plan as one object.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
     /// Run the Ansible playbooks among the hooks the update would run in check mode
     /// (`ansible-playbook --check --diff`) against `--root`: they report what they would
     /// change, and change nothing. Exit 1 when one fails.
@@ -71,13 +71,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             &args.hooks.options(),
         ))?;
     }
-    if args.json {
+    if args.output.format().is_some() {
         // The hooks join the plan's object only when there are some (its shape is documented).
         let mut value: serde_json::Value = serde_json::from_str(&plan.to_json())?;
         if let Some(obj) = value.as_object_mut().filter(|_| !hooks.is_empty()) {
             obj.insert("hooks".to_string(), serde_json::to_value(&hooks)?);
         }
-        println!("{value}");
+        args.output.print(&value)?;
     } else {
         print_plan(&plan);
         if plan.reconcilable {

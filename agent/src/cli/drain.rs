@@ -1,5 +1,5 @@
-//! `mco-agent drain --node NAME [--kubeconfig FILE] [--eviction-kubeconfig FILE] [--timeout DURATION]`
-//! and `mco-agent uncordon --node NAME [--kubeconfig FILE]`: the agent's drain by hand.
+//! `mco-agent drain --node-name NAME [--kubeconfig FILE] [--eviction-kubeconfig FILE] [--timeout DURATION]`
+//! and `mco-agent uncordon --node-name NAME [--kubeconfig FILE]`: the agent's drain by hand.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,7 +14,7 @@ use crate::cluster::{self, DrainError, DrainOptions, Drainer, RetryPolicy};
 #[derive(Debug, clap::Args)]
 pub struct DrainArgs {
     /// The node to drain.
-    #[arg(long)]
+    #[arg(long = "node-name", value_name = "NAME", alias = "node")]
     pub node: String,
     /// Credentials for the node (cordon).
     #[arg(long, default_value = cluster::KUBELET_KUBECONFIG)]
@@ -31,7 +31,7 @@ pub struct DrainArgs {
 #[derive(Debug, clap::Args)]
 pub struct UncordonArgs {
     /// The node to make schedulable.
-    #[arg(long)]
+    #[arg(long = "node-name", value_name = "NAME", alias = "node")]
     pub node: String,
     /// Credentials for the node.
     #[arg(long, default_value = cluster::KUBELET_KUBECONFIG)]

@@ -10,6 +10,7 @@ pub mod drain;
 pub mod exit;
 pub mod hook_args;
 pub mod once_from;
+pub mod output;
 pub mod pivot;
 pub mod recover;
 pub mod report;
@@ -56,7 +57,7 @@ pub enum Command {
     /// Make the node schedulable again.
     Uncordon(drain::UncordonArgs),
     /// Rebase the OS to an image by hand (a recovery): staged through rpm-ostree, logged,
-    /// rebooted into unless --no-reboot; --dry-run says what would change.
+    /// rebooted into unless --skip-reboot; --dry-run says what would change.
     Pivot(pivot::Args),
     /// Go back to the config and OS deployment from before the last update, with one reboot
     /// (asks first unless --yes).

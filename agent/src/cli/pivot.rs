@@ -1,4 +1,4 @@
-//! `mco-agent pivot IMAGE [--dry-run] [--reboot|--no-reboot] [--root DIR] [--node NAME]
+//! `mco-agent pivot IMAGE [--dry-run] [--reboot|--skip-reboot] [--root DIR] [--node-name NAME]
 //! [--kubeconfig FILE]`: rebase the OS to IMAGE by hand (see [`crate::pivot`]).
 
 use std::path::PathBuf;
@@ -22,16 +22,16 @@ pub struct Args {
     #[arg(long)]
     pub dry_run: bool,
     /// Reboot into the image once it is staged (the default).
-    #[arg(long, overrides_with = "no_reboot")]
+    #[arg(long, overrides_with = "skip_reboot")]
     pub reboot: bool,
     /// Stage the image for the next boot, do not reboot.
-    #[arg(long, overrides_with = "reboot")]
-    pub no_reboot: bool,
+    #[arg(long, overrides_with = "reboot", alias = "no-reboot")]
+    pub skip_reboot: bool,
     /// Root directory of the node (another root is never rebooted).
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
     /// The node's name, to report the pivot on its Node (default: the host name).
-    #[arg(long)]
+    #[arg(long = "node-name", value_name = "NAME", alias = "node")]
     pub node: Option<String>,
     /// Credentials for the Node; when the file does not exist the pivot is not reported.
     #[arg(long, default_value = cluster::KUBELET_KUBECONFIG)]
@@ -46,7 +46,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let opts = PivotOptions {
         image: args.image.clone(),
         dry_run: args.dry_run,
-        reboot: !args.no_reboot,
+        reboot: !args.skip_reboot,
         lock_finalization: !args.no_lock_finalization,
     };
     // A malformed image changes nothing and needs no connection to say so.
@@ -145,9 +145,9 @@ mod tests {
             describe(&PivotOutcome::Staged {
                 from: None,
                 to: to.clone(),
-                no_reboot: Some("not rebooting (--no-reboot)".into())
+                no_reboot: Some("not rebooting (--skip-reboot)".into())
             }),
-            "staged quay.io/os@sha256:1 (was an OS that is not an image)\nreboot needed: not rebooting (--no-reboot)\n"
+            "staged quay.io/os@sha256:1 (was an OS that is not an image)\nreboot needed: not rebooting (--skip-reboot)\n"
         );
         assert_eq!(
             describe(&PivotOutcome::AlreadyThere { image: to }),

@@ -1,4 +1,4 @@
-//! `mco-agent status [--root DIR] [--sysroot DIR] [--json]`: where the node stands, from the
+//! `mco-agent status [--root DIR] [--sysroot DIR] [-o json|yaml]`: where the node stands, from the
 //! files the agent keeps, so it works whether or not the daemon runs:
 //!
 //! - the status file `/run/mco-agent/status.json` (state, reason, desired, last update; written
@@ -45,15 +45,14 @@ pub struct Args {
     /// system bus when it is not one).
     #[arg(long)]
     pub sysroot: Option<PathBuf>,
-    /// Print one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
 }
 
-/// Everything `status` knows; the `--json` output.
+/// Everything `status` knows; the `-o json|yaml` output.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NodeStatus {
     /// `Done`, `Working`, `Degraded`, `Unreconcilable`; `None` without a status file.
@@ -186,9 +185,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     let status = runtime.block_on(gather(&root, &sysroot, &boot_id_file));
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
-    } else {
+    if !args.output.print(&status)? {
         print!(
             "{}",
             render::human(&status, crate::engine::record::now_ms())

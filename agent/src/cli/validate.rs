@@ -1,4 +1,4 @@
-//! `mco-agent validate --config FILE [--root DIR] [--json]`.
+//! `mco-agent validate [--config FILE] [--root DIR] [-o json|yaml]`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,19 +9,21 @@ use super::{Classify, Exit};
 
 use crate::input::LoadedConfig;
 use crate::validate::{SKIPPED_FILES, validate};
+use machine_config::mco::paths::CURRENT_CONFIG;
 
 /// Arguments of `validate`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// MachineConfig (YAML or JSON) or Ignition config to check against.
+    /// MachineConfig (YAML or JSON) or Ignition config to check against (default: the
+    /// config the node is in, `/etc/machine-config-daemon/currentconfig` under --root).
     #[arg(long)]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// Root directory of the node.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
-    /// Print the mismatches as a JSON list.
-    #[arg(long)]
-    pub json: bool,
+    /// `-o json|yaml`: the mismatches as a list.
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 /// Validates and prints the report: the MCD-compatible line first, then one line per mismatch.
@@ -31,11 +33,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     // contents out of memory (docs/benchmarks.md, "validate").
     // Files' base64 is not decoded by the parse: the comparison decodes it (see
     // `read_deferring_base64`).
-    let config = read_deferring_base64(&args.config).invalid_input()?;
+    let path = config_path(args)?;
+    let config = read_deferring_base64(&path).invalid_input()?;
     let root = match super::open_root(&args.root) {
         Ok(root) => root,
         Err(e) => {
-            full_parse_if_undecodable(&args.config, config.ignition.storage.files.iter())
+            full_parse_if_undecodable(&path, config.ignition.storage.files.iter())
                 .invalid_input()?;
             return Err(e);
         }
@@ -47,9 +50,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let unconfirmed = config.ignition.storage.files.iter().filter(|f| {
         !report.is_ok() || SKIPPED_FILES.contains(&f.path.as_str()) || !f.append.is_empty()
     });
-    full_parse_if_undecodable(&args.config, unconfirmed).invalid_input()?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.mismatches)?);
+    full_parse_if_undecodable(&path, unconfirmed).invalid_input()?;
+    if args.output.print(&report.mismatches)? {
     } else if report.is_ok() {
         println!("on-disk state matches {}", report.config);
     } else {
@@ -68,6 +70,24 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 /// of files' contents is not decoded to check it ([`machine_config::deferring_contents_base64`]):
 /// the comparison with the disk decodes it. What the parse refuses for any other reason is
 /// refused with the very error of a full parse (the full parse then words it).
+/// `--config`, else the config the node is in (as the MCD validates against `currentconfig`).
+fn config_path(args: &Args) -> Result<PathBuf> {
+    if let Some(path) = &args.config {
+        return Ok(path.clone());
+    }
+    let current = args.root.join(CURRENT_CONFIG.trim_start_matches('/'));
+    if !current.exists() {
+        return Err(super::exit::error(
+            Exit::InvalidInput,
+            format!(
+                "no --config given, and {} does not exist (no config was applied to this root yet): pass --config FILE",
+                current.display()
+            ),
+        ));
+    }
+    Ok(current)
+}
+
 fn read_deferring_base64(path: &Path) -> Result<LoadedConfig> {
     match machine_config::deferring_contents_base64(|| LoadedConfig::read_whole(path)) {
         Ok(config) => Ok(config),

@@ -241,7 +241,7 @@ pub struct HookInput {
     /// Whether the update reboots the node.
     pub reboot: bool,
     /// The update's plan: files and units changed, OS changes, actions, drain, reboot, and
-    /// the policy entry behind each decision (as `mco-agent diff --json` prints it).
+    /// the policy entry behind each decision (as `mco-agent diff -o json` prints it).
     pub plan: serde_json::Value,
 }
 

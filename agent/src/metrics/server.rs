@@ -50,7 +50,17 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "FILE", env = "MCO_AGENT_METRICS_TLS_KEY")]
     pub metrics_tls_key: Option<std::path::PathBuf>,
     /// Check the kubelet's health (mcd_kubelet_state), as the MCD does.
-    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    /// A switch (`--kubelet-healthz-enabled=false` turns it off; a separate `true`/`false`
+    /// word is still read, as first spelled).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = false,
+        action = clap::ArgAction::Set
+    )]
     pub kubelet_healthz_enabled: bool,
     /// The kubelet's health endpoint.
     #[arg(long, value_name = "URL", default_value = kubelet::DEFAULT_ENDPOINT)]

@@ -81,11 +81,11 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
-/// Waits until `mco-agent status --json` has `desired` set (the agent polled the server).
+/// Waits until `mco-agent status -o json` has `desired` set (the agent polled the server).
 fn agent_status(vm: &mut Vm, timeout: Duration) -> Result<Value> {
     let start = Instant::now();
     loop {
-        let status: Value = serde_json::from_str(&vm.run("mco-agent status --json")?)?;
+        let status: Value = serde_json::from_str(&vm.run("mco-agent status -o json")?)?;
         if !status["desired"].is_null() || start.elapsed() > timeout {
             return Ok(status);
         }
