@@ -34,7 +34,7 @@ pub const PHASES: [(&str, &str); 7] = [
 ];
 
 /// The last phase, seen from outside: the Done the agent logged read back from the API.
-pub const SEEN: &str = "Done read back from the API (polled every 5 ms)";
+pub const SEEN: &str = "Done seen on the benchmark's own watch of the Node";
 
 /// The phases of one update: how long each took, in [`PHASES`] order then [`SEEN`]. `log` is
 /// the agent's whole log; the update's lines are the first of each kind logged after `set`
