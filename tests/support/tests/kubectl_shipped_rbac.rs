@@ -155,7 +155,8 @@ fn the_kubelets_own_credentials_list_the_shipped_rules_and_a_get_beyond_them_is_
     );
     assert_eq!(
         row("machineconfigpools.machineconfiguration.openshift.io")[1..],
-        ["[]", "[]", "[list]"]
+        // watch: the pinned image sets a node's pools list (docs/daemon.md)
+        ["[]", "[]", "[list", "watch]"]
     );
 
     let denied = run(&server, &node, &["get", "machineconfigpool", "worker"]);
