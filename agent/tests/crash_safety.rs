@@ -294,13 +294,15 @@ async fn until_rebooted(node: &mut Node, point: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     node.kill_agent().await;
-    node.reboot();
+    node.reboot_os().await;
 }
 
 /// With a cluster: the test sets `desiredConfig` as the node controller would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_at_every_step_of_a_reboot_update_it_converges() {
-    let mut node = Node::new(&[("00-base.yaml", &config(0, &[]))])
+    // The booted simulation: a reboot boots the deployment the update staged, as on a node, so
+    // the next update's `cleanup -p` removes only what that update staged.
+    let mut node = Node::new_booted(&[("00-base.yaml", &config(0, &[]))], BOOTED_STANDIN)
         .await
         .with_cluster();
     node.start_agent(&[]);
@@ -477,7 +479,7 @@ async fn until_rebooted_in_health(node: &mut Node, point: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     node.kill_agent().await;
-    node.reboot();
+    node.reboot_os().await;
 }
 
 const BOOT_ROLLBACK_POINTS: &[&str] = &[
