@@ -169,9 +169,13 @@ pub struct ServeArgs {
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
-    /// Connections served at once to one client address (nodes behind a NAT share one).
+    /// Connections served at once to one client: an IPv4 address, an IPv6 /64 (nodes behind a
+    /// NAT share one).
     #[arg(long, default_value_t = 64)]
     pub max_connections_per_client: usize,
+    /// Seconds a client gets to send a whole request, headers and body, from its first byte.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
     #[command(flatten)]
     pub base: BaseArgs,
     #[command(flatten)]
@@ -311,6 +315,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     let limits = Limits {
         max_connections: args.max_connections,
         max_connections_per_client: args.max_connections_per_client,
+        request_timeout: Duration::from_secs(args.request_timeout),
         ..Limits::default()
     };
     let listener = bind(args.listen)?;

@@ -267,3 +267,116 @@ async fn with_client_authentication_only_nodes_lock_and_only_their_own_slots() {
     assert_eq!(m1.steady_state().await.unwrap(), LockAnswer::Ok);
     assert_eq!(m2.pre_reboot().await.unwrap(), LockAnswer::Ok);
 }
+
+/// 32 clients (each its own address) send FleetLock requests' headers and then their bodies a
+/// byte at a time, filling every connection slot (`--max-connections 32`): each is cut off at
+/// the whole-request deadline, so a booting machine's fetch of its pool's config, queued behind
+/// them, is answered. Without the deadline the slow bodies hold their slots forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_bodies_cannot_lock_out_a_booting_machines_fetch() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = Pki::new();
+    let state = pki.dir.path().join("fleet-lock.json");
+    let port = free_port();
+    let _companion = start_with(
+        &pki,
+        port,
+        &state,
+        &["--max-connections", "32", "--request-timeout", "2"],
+    );
+    let head = b"POST /v1/pre-reboot HTTP/1.1\r\nHost: x\r\nfleet-lock-protocol: true\r\n\
+                 Content-Length: 4000\r\nExpect: 100-continue\r\n\r\n";
+    let mut slow = Vec::new();
+    for i in 2..34u8 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, i], 0).into()).unwrap();
+        let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        slow.push(stream);
+    }
+    let connector = tls_connector(&pki);
+    let mut held = Vec::new();
+    for (i, stream) in slow.into_iter().enumerate() {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls =
+            tokio::time::timeout(Duration::from_secs(30), connector.connect(name, stream))
+                .await
+                .unwrap_or_else(|_| panic!("slow client {i}: the TLS handshake within 30 s"))
+                .unwrap();
+        tls.write_all(head).await.unwrap();
+        // the server asks for the body: this connection holds a slot in the body's read
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&seen).contains("100 Continue") {
+            let n = tokio::time::timeout(Duration::from_secs(30), tls.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("slow client {i}: 100 Continue within 30 s"))
+                .unwrap();
+            assert!(n > 0, "slow client {i}: closed before asking for the body");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        tls.write_all(b"{").await.unwrap();
+        held.push(tls);
+    }
+    // each keeps sending a byte of its body now and then, never finishing it
+    let drip = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            for tls in &mut held {
+                let _cut_off = tls.write_all(b" ").await;
+            }
+        }
+    });
+
+    // the real fetch, from an address of its own, as a booting machine makes it
+    let ca = pki.ca();
+    let url = format!("https://127.0.0.1:{port}/config/worker");
+    let started = Instant::now();
+    let fetched = tokio::task::spawn_blocking(move || {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(ca)
+            .arg(url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&fetched.stdout),
+        "200",
+        "the booting machine's fetch was not answered within 20 s while 32 slow bodies held \
+         every slot: {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    drip.abort();
+}
+
+fn tls_connector(pki: &Pki) -> tokio_rustls::TlsConnector {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile_certs(&pki.ca_pem) {
+        roots.add(cert).unwrap();
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+fn rustls_pemfile_certs(pem: &str) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+        .map(|c| c.unwrap())
+        .collect()
+}

@@ -1,21 +1,23 @@
-//! Two defences of the listener against clients that hold connections: a cap on connections
-//! per client address, so one client cannot take every slot of the global cap, and a write
-//! timeout, so a client that stops reading a response (a full TCP window) is dropped instead of
-//! holding its connection and the response buffer forever.
+//! Defences of the listener against clients that hold connections: a cap on connections per
+//! client (an IPv4 address, an IPv6 /64: one host gets a whole /64 as easily as one address), so
+//! one client cannot take every slot of the global cap; a write timeout, so a client that stops
+//! reading a response (a full TCP window) is dropped instead of holding its connection and the
+//! response buffer forever; and a clock of when each request started, so that a request's body
+//! gets no more than what is left of the whole request's deadline.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-/// Open connections per client address.
+/// Open connections per client ([`client_of`]).
 #[derive(Debug, Default)]
 pub struct PerClient {
     open: Mutex<HashMap<IpAddr, usize>>,
@@ -29,8 +31,10 @@ pub struct ClientSlot {
 }
 
 impl PerClient {
-    /// A slot for a new connection from `ip`, or `None` when `ip` already has `cap` open.
+    /// A slot for a new connection from `ip`, or `None` when its client ([`client_of`])
+    /// already has `cap` open.
     pub fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<ClientSlot> {
+        let ip = client_of(ip);
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let count = open.entry(ip).or_insert(0);
         if *count >= cap.max(1) {
@@ -53,6 +57,104 @@ impl Drop for ClientSlot {
                 open.remove(&self.ip);
             }
         }
+    }
+}
+
+/// The client a connection from `ip` is counted against: an IPv4 address (also when it comes
+/// as an IPv4-mapped IPv6 address on a dual-stack socket), or an IPv6 address's /64 network,
+/// the smallest block a host is routed (SLAAC gives every host a whole /64).
+pub fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
+/// When the request being read on a connection started: the time of the first byte read since
+/// the last request was [taken](RequestClock::take). Shared by a connection's stream
+/// ([`Clocked`]) and its service.
+#[derive(Debug, Clone, Default)]
+pub struct RequestClock(Arc<Mutex<Option<Instant>>>);
+
+impl RequestClock {
+    fn mark(&self) {
+        let mut started = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        started.get_or_insert_with(Instant::now);
+    }
+
+    /// When the request whose head was just read started (now when no byte was seen, which
+    /// only errs on the lenient side); the next byte read starts the next request.
+    pub fn take(&self) -> Instant {
+        let mut started = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        started.take().unwrap_or_else(Instant::now)
+    }
+
+    /// Forgets the bytes read so far (a request body that was read to its end).
+    pub fn reset(&self) {
+        self.take();
+    }
+}
+
+/// A stream that marks its [`RequestClock`] whenever it reads bytes.
+pub struct Clocked<S> {
+    inner: S,
+    clock: RequestClock,
+}
+
+impl<S> Clocked<S> {
+    pub fn new(inner: S, clock: RequestClock) -> Self {
+        Clocked { inner, clock }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Clocked<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.clock.mark();
+        }
+        read
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Clocked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 
@@ -167,6 +269,44 @@ mod tests {
         assert!(clients.admit(b, 2).is_some());
         drop(first);
         assert!(clients.admit(a, 2).is_some());
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_network() {
+        let clients = Arc::new(PerClient::default());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _first = clients.admit(ip("2001:db8:1:2::1"), 2).unwrap();
+        let _second = clients
+            .admit(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), 2)
+            .unwrap();
+        assert!(
+            clients.admit(ip("2001:db8:1:2:1234::9"), 2).is_none(),
+            "another address of the same /64 is the same client"
+        );
+        assert!(clients.admit(ip("2001:db8:1:3::1"), 2).is_some());
+        // an IPv4 client on a dual-stack socket is its IPv4 address
+        let _v4 = clients.admit(ip("10.0.0.1"), 1).unwrap();
+        assert!(clients.admit(ip("::ffff:10.0.0.1"), 1).is_none());
+    }
+
+    #[tokio::test]
+    async fn the_clock_starts_at_a_requests_first_byte() {
+        use tokio::io::AsyncReadExt;
+        let (mut client, server) = tokio::io::duplex(64);
+        let clock = RequestClock::default();
+        let mut clocked = Clocked::new(server, clock.clone());
+        client.write_all(b"GET").await.unwrap();
+        let mut buf = [0u8; 3];
+        clocked.read_exact(&mut buf).await.unwrap();
+        let first = Instant::now();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            clock.take() <= first,
+            "the request started at its first byte"
+        );
+        // nothing read since: the next request has not started
+        let now = Instant::now();
+        assert!(clock.take() >= now);
     }
 
     #[tokio::test]

@@ -1,11 +1,14 @@
 //! Accept loop and per-connection handling, with the limits that keep a hostile or broken
-//! client from hurting the server: a cap on open connections and one per client address, a TLS
-//! handshake timeout, a header read timeout (which also closes idle keep-alive connections), a
-//! write timeout (a client that stops reading its response), and caps on header size and count
-//! (hyper answers 431 beyond them).
+//! client from hurting the server: a cap on open connections and one per client (an IPv4
+//! address, an IPv6 /64), a TLS handshake timeout, a header read timeout (which also closes idle
+//! keep-alive connections), a deadline for the whole request (headers and body, counted from its
+//! first byte: a body sent a byte at a time cannot hold a connection), a write timeout (a client
+//! that stops reading its response), and caps on header size and count (hyper answers 431
+//! beyond them). A request body is read only by FleetLock; a config route answers without it
+//! and hyper then closes the connection instead of draining the body.
 
 use super::bootstrap::{Authenticated, BootstrapTokens};
-use super::guard::{PerClient, WriteTimeout};
+use super::guard::{Clocked, PerClient, RequestClock, WriteTimeout};
 use super::{ConfigSource, Peer, identity, routes};
 use crate::fleet_lock::{self, FleetLock};
 use http_body_util::Full;
@@ -29,8 +32,9 @@ use tokio_rustls::TlsAcceptor;
 pub struct Limits {
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
-    /// Connections served at once from one client address; a further one is closed at once.
-    /// Nodes behind a NAT or a load balancer that hides their addresses share one address.
+    /// Connections served at once from one client (an IPv4 address, an IPv6 /64); a further
+    /// one is closed at once. Nodes behind a NAT or a load balancer that hides their addresses
+    /// share one address.
     pub max_connections_per_client: usize,
     /// Time a response write may make no progress (the client reads nothing) before the
     /// connection is dropped.
@@ -39,6 +43,9 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// Time a client gets to send a request's headers (also the keep-alive idle limit).
     pub header_read_timeout: Duration,
+    /// Time a client gets to send a whole request, headers and body, from its first byte; a
+    /// body still incomplete then is answered 408 and the connection closed.
+    pub request_timeout: Duration,
     /// Read buffer size, which bounds the request head (minimum 8192).
     pub max_header_bytes: usize,
     /// Number of request headers accepted.
@@ -53,6 +60,7 @@ impl Default for Limits {
             write_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(20),
             max_header_bytes: 16 * 1024,
             max_headers: 64,
         }
@@ -225,7 +233,11 @@ async fn serve_http<S>(
 {
     let remote = connection.remote;
     let (source, fleet_lock) = services;
+    let clock = RequestClock::default();
+    let stream = Clocked::new(stream, clock.clone());
+    let request_timeout = limits.request_timeout;
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let deadline = clock.take() + request_timeout;
         let (uri, headers) = (request.uri(), request.headers());
         let peer = match BootstrapTokens::authenticate(
             connection.bootstrap.as_deref(),
@@ -245,14 +257,21 @@ async fn serve_http<S>(
         if let Some(lock) = &fleet_lock
             && fleet_lock::is_fleet_lock_path(uri.path())
         {
-            let (lock, over_tls) = (lock.clone(), connection.tls);
+            let (lock, over_tls, clock) = (lock.clone(), connection.tls, clock.clone());
             return Box::pin(async move {
                 let (parts, body) = request.into_parts();
                 let limited = http_body_util::Limited::new(body, fleet_lock::MAX_BODY_BYTES);
-                let bytes = http_body_util::BodyExt::collect(limited)
-                    .await
-                    .map(|b| b.to_bytes())
-                    .ok();
+                let collect = http_body_util::BodyExt::collect(limited);
+                let Ok(collected) =
+                    tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), collect)
+                        .await
+                else {
+                    tracing::debug!(%remote, "request body not received within {request_timeout:?}");
+                    return Ok::<_, Infallible>(routes::request_timeout(request_timeout));
+                };
+                // the bytes read for this body are not the next request's start
+                clock.reset();
+                let bytes = collected.map(|b| b.to_bytes()).ok();
                 let response = lock
                     .answer(
                         &parts.method,

@@ -207,6 +207,19 @@ pub(crate) fn unauthorized(why: String) -> Response<Full<Bytes>> {
     response
 }
 
+/// 408 for a request whose body did not arrive within the request deadline; the connection
+/// closes (the rest of the body is never read).
+pub(crate) fn request_timeout(limit: std::time::Duration) -> Response<Full<Bytes>> {
+    let mut response = text(
+        StatusCode::REQUEST_TIMEOUT,
+        format!("the request was not received within {limit:?}"),
+    );
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
