@@ -2,6 +2,8 @@
 //! outcome, as a person or a script runs it. The table and these tests list the same codes.
 
 mod common;
+mod daemon_env;
+mod os_env;
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -14,7 +16,7 @@ fn example(name: &str) -> String {
 }
 
 /// The codes this file tests, one per row of the table.
-const TESTED: [i32; 8] = [0, 1, 2, 3, 4, 64, 65, 77];
+const TESTED: [i32; 9] = [0, 1, 2, 3, 4, 64, 65, 75, 77];
 
 /// A root the examples apply to, with 00-worker-base applied.
 fn applied_root() -> (tempfile::TempDir, String) {
@@ -164,6 +166,63 @@ fn code_65_invalid_input() {
             "error: reading {}: no such file or directory\n",
             missing.display()
         )
+    );
+}
+
+/// `start` stops to be restarted when the cluster's enabled feature gates change (the unit's
+/// `RestartForceExitStatus=75` brings it back at once). Against the API test server with the
+/// shipped node rules; the gate is flipped by an admin's status write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_75_restart_for_changed_feature_gates() {
+    use daemon_env::{Node, machine_config, secs};
+    use mco_test_support::apiserver::Target;
+    use serde_json::json;
+
+    let base = machine_config(
+        "00-base",
+        &[("/etc/nmstate/openshift/base.yaml", "base: 1\n")],
+        &[],
+    );
+    let mut node = Node::new(&[("00-base.yaml", &base)]).await.with_cluster();
+    let gates = |enabled: &[&str]| {
+        json!({"featureGates": [{"version": "4.18.3",
+            "enabled": enabled.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+            "disabled": []}]})
+    };
+    node.api()
+        .seed(
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                     "metadata": {"name": "version"},
+                     "status": {"desired": {"version": "4.18.3"}}}),
+        )
+        .unwrap();
+    node.api()
+        .seed(
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+                     "metadata": {"name": "cluster"}, "status": gates(&[])}),
+        )
+        .unwrap();
+    let rendered = node.rendered_name();
+    node.start_agent(&[]);
+    node.set_desired(&rendered);
+    node.wait_annotations("the first config", secs(30), "Done", Some(&rendered))
+        .await;
+    node.api()
+        .patch(
+            "featuregates",
+            None,
+            "cluster",
+            &json!({"status": gates(&["ImageModeStatusReporting"])}),
+            Target::Status,
+        )
+        .unwrap();
+    let status = node.wait_agent_exit(secs(60)).await;
+    assert_eq!(status.code(), Some(75), "{}", node.logs());
+    assert!(
+        node.logs()
+            .contains("restarting: the cluster's feature gates changed"),
+        "{}",
+        node.logs()
     );
 }
 

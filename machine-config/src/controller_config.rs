@@ -94,6 +94,16 @@ pub struct ImageRegistryBundle {
     pub data: Vec<u8>,
 }
 
+crate::api_resource!(
+    ControllerConfig,
+    crate::machineconfig::GROUP,
+    API_VERSION,
+    "v1",
+    "ControllerConfig",
+    "controllerconfigs",
+    k8s_openapi::ClusterResourceScope
+);
+
 /// Go's `[]byte`: base64 text, or `null` for none.
 fn nullable_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
     Ok(Option::<ByteString>::deserialize(d)?

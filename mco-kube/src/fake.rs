@@ -7,6 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::ConfigMap;
+use machine_config::ControllerConfig;
+use machine_config::feature_gates::{ClusterVersion, FeatureGate};
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
     CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE, DRAIN_VERB, LAST_APPLIED_DRAIN,
@@ -39,6 +42,7 @@ struct State {
     mcn_error: Option<String>,
     /// MachineConfigNode writes so far: (`status` subresource, patch or created object).
     mcn_writes: Vec<(bool, Value)>,
+    config_maps: BTreeMap<(String, String), ConfigMap>,
 }
 
 /// Keeps the node's annotations in memory, records events, drains and uncordons, serves
@@ -48,6 +52,9 @@ pub struct FakeNodeApi {
     state: Mutex<State>,
     desired: watch::Sender<Option<DesiredTarget>>,
     machine_configuration: watch::Sender<Option<MachineConfiguration>>,
+    controller_config: watch::Sender<Option<ControllerConfig>>,
+    feature_gate: watch::Sender<Option<FeatureGate>>,
+    cluster_version: watch::Sender<Option<ClusterVersion>>,
 }
 
 impl FakeNodeApi {
@@ -62,12 +69,40 @@ impl FakeNodeApi {
             state: Mutex::new(state),
             desired: watch::channel(None).0,
             machine_configuration: watch::channel(None).0,
+            controller_config: watch::channel(None).0,
+            feature_gate: watch::channel(None).0,
+            cluster_version: watch::channel(None).0,
         }
     }
 
     /// What the cluster's `MachineConfiguration/cluster` is now (`None`: absent).
     pub fn set_machine_configuration(&self, object: Option<MachineConfiguration>) {
         self.machine_configuration.send_replace(object);
+    }
+
+    /// What the cluster's ControllerConfig `machine-config-controller` is now (`None`: absent).
+    pub fn set_controller_config(&self, object: Option<ControllerConfig>) {
+        self.controller_config.send_replace(object);
+    }
+
+    /// What `FeatureGate/cluster` is now (`None`: absent).
+    pub fn set_feature_gate(&self, object: Option<FeatureGate>) {
+        self.feature_gate.send_replace(object);
+    }
+
+    /// What `ClusterVersion/version` is now (`None`: absent).
+    pub fn set_cluster_version(&self, object: Option<ClusterVersion>) {
+        self.cluster_version.send_replace(object);
+    }
+
+    /// A ConfigMap the API serves (`None`: removes it).
+    pub fn set_config_map(&self, namespace: &str, name: &str, object: Option<ConfigMap>) {
+        let key = (namespace.to_string(), name.to_string());
+        let mut state = self.lock();
+        match object {
+            Some(o) => state.config_maps.insert(key, o),
+            None => state.config_maps.remove(&key),
+        };
     }
 
     /// The node's labels.
@@ -365,16 +400,47 @@ impl NodeApi for FakeNodeApi {
     }
 
     fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>> {
-        let receiver = self.machine_configuration.subscribe();
-        futures::stream::unfold((receiver, true), |(mut rx, first)| async move {
-            if !first {
-                rx.changed().await.ok()?;
-            }
-            let value = rx.borrow_and_update().clone();
-            Some((value, (rx, false)))
-        })
-        .boxed()
+        follow(&self.machine_configuration)
     }
+
+    fn controller_config(&self) -> BoxStream<'static, Option<ControllerConfig>> {
+        follow(&self.controller_config)
+    }
+
+    fn feature_gate(&self) -> BoxStream<'static, Option<FeatureGate>> {
+        follow(&self.feature_gate)
+    }
+
+    fn cluster_version(&self) -> BoxStream<'static, Option<ClusterVersion>> {
+        follow(&self.cluster_version)
+    }
+
+    async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, ClusterError> {
+        Ok(self
+            .lock()
+            .config_maps
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned())
+    }
+}
+
+/// The value in `sender` now and at each change.
+fn follow<T: Clone + Send + Sync + 'static>(
+    sender: &watch::Sender<Option<T>>,
+) -> BoxStream<'static, Option<T>> {
+    let receiver = sender.subscribe();
+    futures::stream::unfold((receiver, true), |(mut rx, first)| async move {
+        if !first {
+            rx.changed().await.ok()?;
+        }
+        let value = rx.borrow_and_update().clone();
+        Some((value, (rx, false)))
+    })
+    .boxed()
 }
 
 /// A JSON merge patch (RFC 7396) of `patch` into `target`.

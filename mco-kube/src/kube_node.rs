@@ -7,10 +7,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
+use machine_config::controller_config::{self, ControllerConfig};
+use machine_config::feature_gates::{
+    CLUSTER_VERSION_NAME, ClusterVersion, FEATURE_GATE_NAME, FeatureGate,
+};
 use machine_config::machineconfiguration::CLUSTER_NAME;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
@@ -28,7 +33,7 @@ use super::events::{self, EventRecorder};
 use super::node_view::NodeView;
 use super::objects::Node;
 use super::retry::{RetryPolicy, with_retry};
-use super::{ClusterOptions, DrainMode, NodeApi, handshake};
+use super::{ClusterOptions, DrainMode, NodeApi, handshake, named};
 
 /// The node's side of the protocol against the API server.
 pub struct KubeNodeApi {
@@ -398,6 +403,31 @@ impl NodeApi for KubeNodeApi {
             })
             .filter_map(futures::future::ready)
             .boxed()
+    }
+
+    fn controller_config(&self) -> BoxStream<'static, Option<ControllerConfig>> {
+        let api = Api::all(self.client.clone());
+        named::watch_named(api, controller_config::NAME, self.watch_backoff())
+    }
+
+    fn feature_gate(&self) -> BoxStream<'static, Option<FeatureGate>> {
+        let api = Api::all(self.client.clone());
+        named::watch_named(api, FEATURE_GATE_NAME, self.watch_backoff())
+    }
+
+    fn cluster_version(&self) -> BoxStream<'static, Option<ClusterVersion>> {
+        let api = Api::all(self.client.clone());
+        named::watch_named(api, CLUSTER_VERSION_NAME, self.watch_backoff())
+    }
+
+    async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, ClusterError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let action = format!("reading ConfigMap {namespace}/{name}");
+        with_retry(&self.retry, &action, || api.get_opt(name)).await
     }
 
     async fn node_uid(&self) -> Result<String, ClusterError> {

@@ -33,6 +33,7 @@ mod fake;
 mod handshake;
 pub mod kube_mcn;
 mod kube_node;
+mod named;
 mod node_view;
 pub mod objects;
 pub mod retry;
@@ -42,6 +43,9 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::ConfigMap;
+use machine_config::ControllerConfig;
+use machine_config::feature_gates::{ClusterVersion, FeatureGate};
 use machine_config::mco::NodeState;
 use machine_config::mco::events::DEFAULT_EVENT_NAMESPACE;
 use machine_config::{MachineConfig, MachineConfigPool, MachineConfiguration};
@@ -144,6 +148,25 @@ pub trait NodeApi: Send + Sync {
     /// `MachineConfiguration/cluster` now and whenever it changes (`None` while it does not
     /// exist). Never ends; a broken watch is re-established with backoff.
     fn machine_configuration(&self) -> BoxStream<'static, Option<MachineConfiguration>>;
+
+    /// The ControllerConfig `machine-config-controller` now and whenever it changes (`None`
+    /// while it does not exist or cannot be read). Never ends.
+    fn controller_config(&self) -> BoxStream<'static, Option<ControllerConfig>>;
+
+    /// `FeatureGate/cluster` now and whenever it changes (`None` while it does not exist or
+    /// cannot be read). Never ends.
+    fn feature_gate(&self) -> BoxStream<'static, Option<FeatureGate>>;
+
+    /// `ClusterVersion/version` now and whenever it changes (`None` while it does not exist or
+    /// cannot be read). Never ends.
+    fn cluster_version(&self) -> BoxStream<'static, Option<ClusterVersion>>;
+
+    /// Reads a ConfigMap; `None` when it does not exist.
+    async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, ClusterError>;
 
     /// The Node's UID (for owner references).
     async fn node_uid(&self) -> Result<String, ClusterError>;

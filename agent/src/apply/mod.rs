@@ -15,6 +15,7 @@ mod prepare;
 mod units;
 
 use machine_config::Config;
+use machine_config::mco::paths::KUBELET_CA;
 use serde::Serialize;
 
 use crate::rootfs::accounts::Accounts;
@@ -75,6 +76,10 @@ pub struct ApplyOptions<'a> {
     /// Nothing was applied to this root before: also create directories and links, as Ignition
     /// would at first boot.
     pub first_application: bool,
+    /// The certificate writer keeps `/etc/kubernetes/kubelet-ca.crt`: a config's copy of it is
+    /// not written (the MCD's `skipCertificateWrite`; a rendered config holds the CA of when it
+    /// was rendered, older than the ControllerConfig's).
+    pub skip_certificate_write: bool,
 }
 
 impl Default for ApplyOptions<'_> {
@@ -83,6 +88,7 @@ impl Default for ApplyOptions<'_> {
             field_prefix: "$",
             write_all: false,
             first_application: false,
+            skip_certificate_write: false,
         }
     }
 }
@@ -131,7 +137,19 @@ pub async fn apply(
         write_all: options.write_all,
         first_application: options.first_application,
     };
-    let prepared = prepare::prepare(root, &accounts, old, new, mode)?;
+    let mut prepared = prepare::prepare(root, &accounts, old, new, mode)?;
+    if options.skip_certificate_write {
+        prepared.files.retain(|f| {
+            let skip = f.path == std::path::Path::new(KUBELET_CA);
+            if skip {
+                tracing::debug!(
+                    path = KUBELET_CA,
+                    "Skipping file during writeFiles: the certificate writer keeps it"
+                );
+            }
+            !skip
+        });
+    }
     let mut out = ApplyOutcome::default();
     write(root, &prepared, systemd, &mut out)
         .await

@@ -382,3 +382,35 @@ fn root_without_core_skips_passwd_and_says_so() {
     );
     assert!(!dir.path().join("home").exists());
 }
+
+/// With the certificate writer at work, a config's copy of the kubelet CA is not written (the
+/// MCD's `skipCertificateWrite`); the config's other files are.
+#[test]
+fn the_kubelet_ca_is_left_to_the_certificate_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("etc/kubernetes/kubelet-ca.crt");
+    std::fs::create_dir_all(ca.parent().unwrap()).unwrap();
+    std::fs::write(&ca, "from the ControllerConfig\n").unwrap();
+    let new = cfg(r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[
+        {"path":"/etc/kubernetes/kubelet-ca.crt","contents":{"source":"data:,rendered"}},
+        {"path":"/etc/other","contents":{"source":"data:,x"}}]}}"#);
+    let old = cfg(r#"{"ignition":{"version":"3.2.0"}}"#);
+    let root = Root::open(dir.path()).unwrap();
+    let units = OfflineUnits::new(&root);
+    for (skip, expected) in [(true, "from the ControllerConfig\n"), (false, "rendered")] {
+        let opts = ApplyOptions {
+            skip_certificate_write: skip,
+            ..ApplyOptions::default()
+        };
+        block_on(apply(&root, &old, &new, &opts, &units)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&ca).unwrap(),
+            expected,
+            "skip {skip}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("etc/other")).unwrap(),
+            "x"
+        );
+    }
+}

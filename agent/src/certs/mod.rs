@@ -92,12 +92,13 @@ impl Written {
 }
 
 /// Writes the certificate writer's files from `spec` into `root` (see the module docs).
-/// Registry directories named in `keep` (those the node's current MachineConfig writes files
-/// into) are not removed even when no bundle names them.
+/// Registry directories `keep` names (those the node's current MachineConfig writes files
+/// into; asked only when some directory is not a bundle's) are not removed even when no bundle
+/// names them.
 pub fn write_certificates(
     root: &Root,
     spec: &ControllerConfigSpec,
-    keep: &BTreeSet<String>,
+    keep: impl FnOnce() -> BTreeSet<String>,
 ) -> Result<Written, CertError> {
     let registries = registry::plan(spec)?;
     let mut written = Written::default();

@@ -54,7 +54,7 @@ fn not_a_directory_name(dir: &str) -> Option<&'static str> {
 pub(crate) fn write(
     root: &Root,
     registries: &BTreeMap<String, &[u8]>,
-    keep: &BTreeSet<String>,
+    keep: impl FnOnce() -> BTreeSet<String>,
     written: &mut Written,
 ) -> Result<(), CertError> {
     let certs = Path::new(REGISTRY_CERTS_DIR);
@@ -66,14 +66,18 @@ pub(crate) fn write(
             Vec::new()
         }
     };
+    let mut keep = Some(keep);
+    let mut kept = BTreeSet::new();
     for (name, kind) in entries {
-        let Some(name) = name.to_str() else {
-            // Not UTF-8: no bundle can name it.
-            remove_stale(root, &certs.join(&name), kind, written)?;
+        let named = name.to_str().is_some_and(|n| registries.contains_key(n));
+        if kind != FileKind::Dir || named {
             continue;
-        };
-        if kind == FileKind::Dir && !registries.contains_key(name) && !keep.contains(name) {
-            remove_stale(root, &certs.join(name), kind, written)?;
+        }
+        if let Some(keep) = keep.take() {
+            kept = keep();
+        }
+        if !name.to_str().is_some_and(|n| kept.contains(n)) {
+            remove_stale(root, &certs.join(&name), written)?;
         }
     }
     for (dir, data) in registries {
@@ -87,15 +91,7 @@ pub(crate) fn write(
 
 /// Removes a directory no bundle names (plain files in `certs.d` are kept, as the MCD keeps
 /// them).
-fn remove_stale(
-    root: &Root,
-    path: &Path,
-    kind: FileKind,
-    written: &mut Written,
-) -> Result<(), CertError> {
-    if kind != FileKind::Dir {
-        return Ok(());
-    }
+fn remove_stale(root: &Root, path: &Path, written: &mut Written) -> Result<(), CertError> {
     remove_tree(root, path)?;
     tracing::info!(directory = %path.display(), "removed a registry CA directory no ControllerConfig bundle names");
     written.removed.push(

@@ -51,7 +51,7 @@ fn certs_dir(dir: &Path) -> PathBuf {
 fn writes_every_file_with_the_mcd_rules() {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::open(dir.path()).unwrap();
-    let written = write_certificates(&root, &spec(), &BTreeSet::new()).unwrap();
+    let written = write_certificates(&root, &spec(), BTreeSet::new).unwrap();
     for (path, contents, file_mode) in [
         (MERGED_PULL_SECRET, "{\"auths\":{}}\n", 0o600),
         (KUBELET_CA, "kubelet-ca\n", 0o644),
@@ -82,7 +82,7 @@ fn writes_every_file_with_the_mcd_rules() {
 fn unchanged_files_are_left_alone_and_modes_kept() {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::open(dir.path()).unwrap();
-    write_certificates(&root, &spec(), &BTreeSet::new()).unwrap();
+    write_certificates(&root, &spec(), BTreeSet::new).unwrap();
     let port_ca = host(
         dir.path(),
         "/etc/docker/certs.d/image-registry.svc:5000/ca.crt",
@@ -93,13 +93,13 @@ fn unchanged_files_are_left_alone_and_modes_kept() {
         fs::Permissions::from_mode(0o640),
     )
     .unwrap();
-    let again = write_certificates(&root, &spec(), &BTreeSet::new()).unwrap();
+    let again = write_certificates(&root, &spec(), BTreeSet::new).unwrap();
     assert!(!again.changed(), "{again:?}");
     assert_eq!(fs::metadata(&port_ca).unwrap().ino(), inode);
 
     let mut rotated = spec();
     rotated.kube_api_server_serving_ca_data = b"new-ca\n".to_vec();
-    let written = write_certificates(&root, &rotated, &BTreeSet::new()).unwrap();
+    let written = write_certificates(&root, &rotated, BTreeSet::new).unwrap();
     assert_eq!(written.files, vec![PathBuf::from(KUBELET_CA)]);
     assert_eq!(
         fs::read_to_string(host(dir.path(), KUBELET_CA)).unwrap(),
@@ -123,7 +123,7 @@ fn stale_registry_directories_are_removed() {
     std::os::unix::fs::symlink("/etc", certs.join("a-link")).unwrap();
     let root = Root::open(dir.path()).unwrap();
     let keep = BTreeSet::from(["from-a-machineconfig".to_string()]);
-    let written = write_certificates(&root, &spec(), &keep).unwrap();
+    let written = write_certificates(&root, &spec(), || keep.clone()).unwrap();
     assert_eq!(written.removed, vec!["old.example".to_string()]);
     let mut left: Vec<String> = fs::read_dir(&certs)
         .unwrap()
@@ -146,7 +146,7 @@ fn stale_registry_directories_are_removed() {
     // A bundle removed from the ControllerConfig takes its directory with it.
     let mut fewer = spec();
     fewer.image_registry_bundle_user_data.clear();
-    let written = write_certificates(&root, &fewer, &keep).unwrap();
+    let written = write_certificates(&root, &fewer, || keep.clone()).unwrap();
     assert_eq!(written.removed, vec!["quay.example".to_string()]);
     assert!(!certs.join("quay.example").exists());
 }
@@ -165,7 +165,7 @@ fn a_hostile_registry_name_changes_nothing() {
         let root = Root::open(dir.path()).unwrap();
         let mut bad = spec();
         bad.image_registry_bundle_user_data.push(bundle(file, "x"));
-        let err = write_certificates(&root, &bad, &BTreeSet::new()).unwrap_err();
+        let err = write_certificates(&root, &bad, BTreeSet::new).unwrap_err();
         let message = err.to_string();
         assert!(message.contains(&format!("{file:?}")), "{message}");
         assert!(message.contains(why), "{message}");
@@ -184,7 +184,7 @@ fn a_failed_write_names_the_file() {
     fs::create_dir_all(host(dir.path(), KUBELET_CA)).unwrap();
     fs::write(host(dir.path(), KUBELET_CA).join("x"), "").unwrap();
     let root = Root::open(dir.path()).unwrap();
-    let err = write_certificates(&root, &spec(), &BTreeSet::new()).unwrap_err();
+    let err = write_certificates(&root, &spec(), BTreeSet::new).unwrap_err();
     assert!(
         err.to_string()
             .starts_with("could not write /etc/kubernetes/kubelet-ca.crt: "),

@@ -6,16 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use futures::FutureExt;
 use machine_config::mco::node_image_conditions::Gates;
 use machine_config::mco::pinned_images::{CRI_SOCKET, KUBELET_AUTH_FILE};
 
 use super::strategy::{StrategyArgs, StrategyContext};
 use super::{Classify, Exit, exit};
+use crate::cluster::feature_gates::{self, AgentGates};
 use crate::cluster::pinned_watch;
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
 };
+use crate::daemon::certificates::CertificateWriter;
 use crate::daemon::cluster::{ApiSource, NodeReport};
 use crate::daemon::config_server::ConfigServer;
 use crate::daemon::join;
@@ -107,12 +110,6 @@ pub struct Args {
         default_value = "agent"
     )]
     pub drain_mode: DrainModeArg,
-    /// The cluster has the MCO's `ImageModeStatusReporting` feature gate (Tech Preview): the
-    /// MachineConfigNode reports files and the OS image separately (`AppliedFiles`,
-    /// `AppliedOSImage`), each OS image pull (`ImagePulledFromRegistry`) and the node's images
-    /// (`spec`/`status.configImage`), as the MCD does with the gate.
-    #[arg(long, env = "MCO_AGENT_IMAGE_MODE_STATUS_REPORTING")]
-    pub image_mode_status_reporting: bool,
     /// The container runtime's CRI socket, through which the images of the node's pinned image
     /// sets are pulled (containerd's CRI plugin serves the same image service as CRI-O).
     #[arg(long, env = "MCO_AGENT_CRI_SOCKET", default_value = CRI_SOCKET)]
@@ -304,7 +301,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .enable_all()
         .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
         .build()?;
-    let ran = runtime.block_on(async {
+    let ran: Result<Option<String>> = runtime.block_on(async {
         let mut signals = StopSignals::install().context("installing the SIGTERM handler")?;
         match until_stopped(&mut signals, run_daemon(args)).await {
             Ok(ended) => ended,
@@ -313,16 +310,23 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                     signal,
                     "stopping: an update in progress resumes from its record at the next start"
                 );
-                Ok(())
+                Ok(None)
             }
         }
     });
     runtime.shutdown_timeout(BLOCKING_SHUTDOWN);
-    ran?;
-    Ok(ExitCode::SUCCESS)
+    match ran? {
+        Some(_) => Ok(ExitCode::from(RESTART_EXIT_STATUS)),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
-async fn run_daemon(args: &Args) -> Result<()> {
+/// The exit status of a stop for a restart (the cluster's feature gates changed): the unit
+/// restarts the agent on it (`RestartForceExitStatus=`) and does not count it a failure.
+pub const RESTART_EXIT_STATUS: u8 = 75;
+
+/// Runs the daemon; `Some(why)` when it stopped to be restarted.
+async fn run_daemon(args: &Args) -> Result<Option<String>> {
     let node = match &args.node_name {
         Some(n) => n.clone(),
         None => nix::unistd::gethostname()
@@ -367,6 +371,14 @@ async fn run_daemon(args: &Args) -> Result<()> {
         }
         None => None,
     };
+    // The cluster's feature gates, read once: a change of the enabled set restarts the agent.
+    let (gates, restart) = match &api {
+        Some(api) => {
+            let (gates, restart) = follow_feature_gates(api.clone()).await;
+            (gates, Some(restart))
+        }
+        None => (AgentGates::default(), None),
+    };
     let policy: Arc<dyn PolicySource> = match (&api, &args.policy) {
         (Some(_), Some(path)) => {
             return Err(exit::error(
@@ -382,6 +394,7 @@ async fn run_daemon(args: &Args) -> Result<()> {
         (Some(api), None) => Arc::new(ClusterPolicySource {
             watch: PolicyWatch::spawn(api.machine_configuration()),
             wait: PolicyWait::default(),
+            irreconcilable_overrides: gates.irreconcilable_machine_config,
         }),
         (None, Some(path)) => Arc::new(FixedPolicy(ActivePolicy::from_file(
             &read_policy_file(path).invalid_input()?,
@@ -471,13 +484,13 @@ async fn run_daemon(args: &Args) -> Result<()> {
         opts.boot_id_file = f.clone();
     }
     opts.health = health_options(args, live)?;
+    // With a cluster the certificate writer keeps the kubelet's CA, as the MCD's does.
+    opts.skip_certificate_write = api.is_some();
     let cluster: Arc<dyn ClusterReport> = match &api {
-        Some(api) => {
-            let gates = Gates {
-                image_mode_status_reporting: args.image_mode_status_reporting,
-            };
-            Arc::new(NodeReport::with_gates(api.clone(), &pool, gates))
-        }
+        Some(api) => Arc::new(
+            NodeReport::with_gates(api.clone(), &pool, gates.node_conditions())
+                .with_irreconcilable_report(gates.irreconcilable_machine_config),
+        ),
         None => Arc::new(NoCluster),
     };
     let engine = Engine::new(root, seams, opts, cluster)?
@@ -509,16 +522,35 @@ async fn run_daemon(args: &Args) -> Result<()> {
     engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     if let (Some(api), Some(client)) = (&api, kube_client) {
-        let gates = Gates {
-            image_mode_status_reporting: args.image_mode_status_reporting,
-        };
-        start_pinned_images(args, live, api.clone(), client, gates, live_systemd)?;
+        start_pinned_images(
+            args,
+            live,
+            api.clone(),
+            client,
+            gates.node_conditions(),
+            live_systemd,
+        )?;
     }
     let mut daemon = match &api {
         Some(api) => {
             let annotated = join::load_node_annotations(engine.root(), api.as_ref()).await?;
-            Daemon::new(engine, source, DesiredFeed::Cluster(api.desired()))
+            let (notes, notes_rx) = tokio::sync::mpsc::unbounded_channel();
+            let writer = CertificateWriter {
+                api: api.clone(),
+                root: engine.root().try_clone()?,
+                systemd: engine.seams().systemd.clone(),
+                link_pull_secret: engine.checks_os(),
+                notes,
+                stop: crate::stop::StopFlag::process(),
+            };
+            tokio::spawn(writer.run());
+            let mut daemon = Daemon::new(engine, source, DesiredFeed::Cluster(api.desired()))
                 .with_annotated_current(annotated)
+                .with_certificate_notes(notes_rx);
+            if let Some(restart) = restart {
+                daemon = daemon.with_restart_on(restart);
+            }
+            daemon
         }
         None => {
             let every = if args.poll_interval.is_zero() {
@@ -530,7 +562,49 @@ async fn run_daemon(args: &Args) -> Result<()> {
         }
     };
     daemon.start().await?;
-    daemon.run().await
+    daemon.run().await?;
+    Ok(daemon.restart_requested().map(str::to_string))
+}
+
+/// Reads the cluster's feature gates (waiting up to a minute, as the MCD does) and returns the
+/// gates the agent acts on, with a future that resolves once the enabled set changes.
+async fn follow_feature_gates(
+    api: Arc<dyn NodeApi>,
+) -> (AgentGates, futures::future::BoxFuture<'static, String>) {
+    let mut readings = feature_gates::readings(api.feature_gate(), api.cluster_version());
+    let started = feature_gates::initial(&mut readings, feature_gates::INITIAL_WAIT).await;
+    let described = feature_gates::describe(&started);
+    tracing::info!("feature gates: {described}");
+    if let Err(e) = api
+        .event(
+            feature_gates::FEATURE_GATES_INITIALIZED,
+            &format!("FeatureGates updated to {described}"),
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "could not record the feature gates event");
+    }
+    let gates = AgentGates::of(&started);
+    let restart = async move {
+        match feature_gates::changed(&mut readings, &started).await {
+            Some(new) => {
+                let described = feature_gates::describe(&new);
+                if let Err(e) = api
+                    .event(
+                        feature_gates::FEATURE_GATES_MODIFIED,
+                        &format!("FeatureGates updated to {described}"),
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not record the feature gates event");
+                }
+                format!("the cluster's feature gates changed: {described}")
+            }
+            None => std::future::pending().await,
+        }
+    }
+    .boxed();
+    (gates, restart)
 }
 
 /// The metrics on `listen` with TLS and reviewed bearer tokens ([`metrics::secure`]).

@@ -12,6 +12,7 @@
 
 use std::time::SystemTime;
 
+use machine_config::irreconcilable::IrreconcilableChange;
 use machine_config::mco::node_conditions::{
     Condition, NOT_YET_SET, NodeFacts, Progress, merge_with, status_desired,
 };
@@ -233,6 +234,31 @@ pub async fn report_batch(
     if gates.image_mode_status_reporting {
         patch["status"]["configImage"] = image;
     }
+    api.patch_machine_config_node(&patch, true).await?;
+    Ok(())
+}
+
+/// Sets the MachineConfigNode's `status.irreconcilableChanges` to `changes` (removed when
+/// empty), as the MCD's reporter does once the node is in its desired config; the object must
+/// exist (the MCD's error otherwise). Nothing is written when it already says so.
+pub async fn report_irreconcilable(
+    api: &dyn NodeApi,
+    changes: &[IrreconcilableChange],
+) -> Result<(), ClusterError> {
+    let Some(object) = api.machine_config_node().await? else {
+        return Err(ClusterError::Client {
+            action: "reporting irreconcilable differences".into(),
+            message: format!(
+                "MCN for {} node does not exist. Skipping irreconcilable differences reporting",
+                api.node_name()
+            ),
+        });
+    };
+    let want = (!changes.is_empty()).then(|| json!(changes));
+    if object.pointer("/status/irreconcilableChanges") == want.as_ref() {
+        return Ok(());
+    }
+    let patch = json!({"status": {"irreconcilableChanges": want}});
     api.patch_machine_config_node(&patch, true).await?;
     Ok(())
 }

@@ -238,3 +238,40 @@ async fn image_mode_status_reporting_follows_the_images() {
     );
     assert!(o["status"].get("configImage").is_none(), "{o:#}");
 }
+
+/// The irreconcilable report needs the object, is written once, and is removed when the
+/// differences go.
+#[tokio::test]
+async fn irreconcilable_changes_are_set_and_cleared() {
+    let api = FakeNodeApi::new("worker-0");
+    let changes = vec![IrreconcilableChange {
+        field_path: "spec.config.storage.disks[0].device".into(),
+        diff: "- \"/dev/sda\"\n+ \"/dev/sdb\"".into(),
+    }];
+    let missing = report_irreconcilable(&api, &changes).await.unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("MCN for worker-0 node does not exist"),
+        "{missing}"
+    );
+    api.set_desired("rendered-a");
+    report(&api, "worker", &Progress::NeedsUpdate)
+        .await
+        .unwrap();
+    let before = api.machine_config_node_writes().len();
+    report_irreconcilable(&api, &changes).await.unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert_eq!(
+        o["status"]["irreconcilableChanges"],
+        json!([{"fieldPath": "spec.config.storage.disks[0].device",
+                "diff": "- \"/dev/sda\"\n+ \"/dev/sdb\""}])
+    );
+    // the same report writes nothing; none removes the field
+    report_irreconcilable(&api, &changes).await.unwrap();
+    assert_eq!(api.machine_config_node_writes().len(), before + 1);
+    report_irreconcilable(&api, &[]).await.unwrap();
+    let o = api.machine_config_node_object().unwrap();
+    assert!(o["status"].get("irreconcilableChanges").is_none(), "{o}");
+    assert!(o["status"].get("conditions").is_some(), "{o}");
+}

@@ -9,9 +9,12 @@
 //! - [`mcn`]: the node's MachineConfigNode, its conditions moved at each step of an update.
 //! - [`mcn_pinned`]: the pinned image sets in that MachineConfigNode.
 //! - [`pinned_watch`]: what the pinned image sets of the node are, followed through watches.
+//! - [`feature_gates`]: the cluster's feature gates (`FeatureGate/cluster` at the cluster's
+//!   version), read at start-up and followed; a change of the enabled set restarts the agent.
 //! - [`policy_watch`]: `MachineConfiguration/cluster` followed through a watch, and the MCD's
 //!   wait for its node disruption policy status.
 
+pub mod feature_gates;
 pub mod mcn;
 pub mod mcn_pinned;
 pub mod pinned_watch;

@@ -25,6 +25,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use async_trait::async_trait;
 use machine_config::MachineConfig;
+use machine_config::irreconcilable::IrreconcilableChange;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
     CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_IMAGE, POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING,
@@ -51,6 +52,8 @@ enum StateWrite {
 enum Note {
     Event(String, String),
     Progress(Vec<Progress>),
+    /// The MachineConfigNode's `status.irreconcilableChanges`.
+    Irreconcilable(Vec<IrreconcilableChange>),
     /// Answered once every write queued before it has been done, state writes included.
     Flush(oneshot::Sender<()>),
 }
@@ -86,6 +89,9 @@ struct Queues {
 pub struct NodeReport {
     api: Arc<dyn NodeApi>,
     queues: Mutex<Queues>,
+    /// The cluster has `IrreconcilableMachineConfig`: the node's irreconcilable differences are
+    /// reported once it is Done.
+    irreconcilable: bool,
 }
 
 impl NodeReport {
@@ -115,7 +121,18 @@ impl NodeReport {
             notes_rx,
             landed_rx,
         ));
-        NodeReport { api, queues }
+        NodeReport {
+            api,
+            queues,
+            irreconcilable: false,
+        }
+    }
+
+    /// Reports the node's irreconcilable differences once it is Done (the cluster's
+    /// `IrreconcilableMachineConfig` feature gate).
+    pub fn with_irreconcilable_report(mut self, on: bool) -> Self {
+        self.irreconcilable = on;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
@@ -201,6 +218,9 @@ async fn write_notes(
             // Transient failures were retried; anything else is logged below and healed by
             // the next write (it rewrites the whole state).
             Note::Progress(batch) => mcn::report_batch(api.as_ref(), &pool, batch, gates).await,
+            Note::Irreconcilable(changes) => {
+                mcn::report_irreconcilable(api.as_ref(), changes).await
+            }
         };
         if let Err(e) = result {
             tracing::warn!(write = ?note, error = %e, "a node write failed for good");
@@ -262,6 +282,17 @@ impl ClusterReport for NodeReport {
 
     fn node_name(&self) -> Option<&str> {
         Some(self.api.node_name())
+    }
+
+    fn reports_irreconcilable(&self) -> bool {
+        self.irreconcilable
+    }
+
+    async fn irreconcilable(&self, changes: Vec<IrreconcilableChange>) -> Result<()> {
+        // The MachineConfigNode the held progress creates comes first: the MCD skips the
+        // report on a node without one.
+        self.publish_held()?;
+        self.queue_note(Note::Irreconcilable(changes))
     }
 
     async fn rebooting(&self, rebooting: bool) -> Result<()> {

@@ -26,6 +26,7 @@
 //!   the shutdown stops it.
 
 pub mod backoff;
+pub mod certificates;
 pub mod cluster;
 pub mod config_server;
 pub mod drift;
@@ -47,11 +48,15 @@ use std::time::Duration;
 use anyhow::Result;
 use backoff::Backoff;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use source::ConfigSource;
 use startup::Started;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use certificates::CertNote;
+use machine_config::mco::NodeState;
 
 use crate::cluster::DesiredTarget;
 use crate::engine::Engine;
@@ -113,6 +118,14 @@ pub struct Daemon {
     waiting_for: Option<String>,
     /// A FleetLock slot may be held and must be given back before the next update.
     lock_release_pending: bool,
+    /// What the certificate writer reports (cluster mode).
+    cert_notes: Option<mpsc::UnboundedReceiver<CertNote>>,
+    /// The reason the certificate writer's last failure made the node Degraded with.
+    cert_reason: Option<String>,
+    /// Resolves when the agent must restart (the cluster's feature gates changed).
+    restart: Option<BoxFuture<'static, String>>,
+    /// Why the loop stopped for a restart, if it did.
+    restart_requested: Option<String>,
 }
 
 impl Daemon {
@@ -135,7 +148,29 @@ impl Daemon {
             booting: true,
             waiting_for: None,
             lock_release_pending: false,
+            cert_notes: None,
+            cert_reason: None,
+            restart: None,
+            restart_requested: None,
         }
+    }
+
+    /// With a cluster: the certificate writer's failures and recoveries
+    /// ([`certificates::CertificateWriter`]).
+    pub fn with_certificate_notes(mut self, notes: mpsc::UnboundedReceiver<CertNote>) -> Self {
+        self.cert_notes = Some(notes);
+        self
+    }
+
+    /// Stops the loop between steps, for a restart, once `restart` resolves (with the reason).
+    pub fn with_restart_on(mut self, restart: BoxFuture<'static, String>) -> Self {
+        self.restart = Some(restart);
+        self
+    }
+
+    /// Why the loop stopped for a restart (`None`: it stopped for a signal, or the feed ended).
+    pub fn restart_requested(&self) -> Option<&str> {
+        self.restart_requested.as_deref()
     }
 
     /// With a cluster: the node's `currentConfig` annotation, used when nothing is recorded
@@ -238,6 +273,14 @@ impl Daemon {
                     release_at = None;
                     release_idle_pages();
                 }
+                why = restart_due(&mut self.restart), if self.restart.is_some() => {
+                    tracing::info!("restarting: {why}");
+                    self.restart_requested = Some(why);
+                    break;
+                }
+                Some(note) = next_note(&mut self.cert_notes), if self.cert_notes.is_some() => {
+                    self.on_certificate_note(note).await;
+                }
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
                     self.watched_sync(false).await;
                 }
@@ -289,6 +332,30 @@ impl Daemon {
         self.sync(retry).await;
     }
 
+    /// The certificate writer failed (the node is Degraded with its reason) or recovered (a
+    /// node still Degraded with that reason is validated again and made Done).
+    async fn on_certificate_note(&mut self, note: CertNote) {
+        match note {
+            CertNote::Failed(reason) => {
+                self.engine
+                    .reporter()
+                    .state(self.engine.root(), NodeState::Degraded, &reason)
+                    .await;
+                self.cert_reason = Some(reason);
+            }
+            CertNote::Recovered => {
+                let status = self.engine.reporter().status();
+                if let Some(reason) = self.cert_reason.take()
+                    && status.state == NodeState::Degraded
+                    && status.reason == reason
+                    && self.retry_at.is_none()
+                {
+                    self.watched_sync(true).await;
+                }
+            }
+        }
+    }
+
     /// Schedules a retry after the next backoff delay.
     fn retry_later(&mut self) {
         let delay = self.backoff.next_delay();
@@ -313,6 +380,20 @@ async fn next_desired(feed: &mut DesiredFeed) -> Option<DesiredTarget> {
     match feed {
         DesiredFeed::Cluster(stream) => stream.next().await,
         DesiredFeed::Poll(_) => std::future::pending().await,
+    }
+}
+
+async fn restart_due(restart: &mut Option<BoxFuture<'static, String>>) -> String {
+    match restart {
+        Some(r) => r.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_note(notes: &mut Option<mpsc::UnboundedReceiver<CertNote>>) -> Option<CertNote> {
+    match notes {
+        Some(n) => n.recv().await,
+        None => std::future::pending().await,
     }
 }
 

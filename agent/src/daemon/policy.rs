@@ -1,7 +1,8 @@
 //! The engine's [`PolicySource`] with a cluster: the node disruption policies of
 //! `MachineConfiguration/cluster` (`status.nodeDisruptionPolicyStatus.clusterPolicies`), as
 //! the watch last delivered them when the plan is made, once their status is current (the
-//! MCD's wait and messages, [`PolicyWatch::ready`]).
+//! MCD's wait and messages, [`PolicyWatch::ready`]). Its `spec.irreconcilableValidationOverrides`
+//! count only on a cluster with the `IrreconcilableMachineConfig` feature gate, as in the MCD.
 
 use anyhow::Result;
 use async_trait::async_trait;
@@ -14,6 +15,8 @@ use crate::engine::{ActivePolicy, PolicySource};
 pub struct ClusterPolicySource {
     pub watch: PolicyWatch,
     pub wait: PolicyWait,
+    /// The cluster has the `IrreconcilableMachineConfig` gate: the overrides are honoured.
+    pub irreconcilable_overrides: bool,
 }
 
 #[async_trait]
@@ -22,7 +25,11 @@ impl PolicySource for ClusterPolicySource {
         let mc = self.watch.ready(self.wait).await?;
         Ok(ActivePolicy {
             policies: mc.status_policies(),
-            overrides: mc.spec.irreconcilable_validation_overrides.clone(),
+            overrides: if self.irreconcilable_overrides {
+                mc.spec.irreconcilable_validation_overrides.clone()
+            } else {
+                Default::default()
+            },
             source: format!(
                 "MachineConfiguration/{CLUSTER_NAME} generation {}",
                 mc.generation()
@@ -88,6 +95,7 @@ mod tests {
                 poll: Duration::from_millis(10),
                 timeout: Duration::from_secs(5),
             },
+            irreconcilable_overrides: false,
         });
         let mut d = h
             .daemon_with_policy(crate::daemon::DesiredFeed::Cluster(api.desired()), policy)
@@ -134,6 +142,7 @@ mod tests {
                 poll: Duration::from_millis(10),
                 timeout: Duration::from_millis(100),
             },
+            irreconcilable_overrides: false,
         });
         let mut d = h
             .daemon_with_policy(crate::daemon::DesiredFeed::Cluster(api.desired()), policy)
@@ -150,5 +159,28 @@ mod tests {
             "NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date"
         );
         assert!(d.retry_at.is_some());
+    }
+
+    /// `spec.irreconcilableValidationOverrides` count under the IrreconcilableMachineConfig
+    /// gate only.
+    #[tokio::test]
+    async fn overrides_follow_the_irreconcilable_machine_config_gate() {
+        let api = FakeNodeApi::new("node-0");
+        let mut object = cluster_object(1, "    files: []\n");
+        object.spec.irreconcilable_validation_overrides.storage = vec!["Disks".into()];
+        api.set_machine_configuration(Some(object));
+        for gate in [false, true] {
+            let source = ClusterPolicySource {
+                watch: PolicyWatch::spawn(api.machine_configuration()),
+                wait: PolicyWait {
+                    poll: Duration::from_millis(10),
+                    timeout: Duration::from_secs(5),
+                },
+                irreconcilable_overrides: gate,
+            };
+            let policy = source.current().await.unwrap();
+            let expected: Vec<String> = if gate { vec!["Disks".into()] } else { vec![] };
+            assert_eq!(policy.overrides.storage, expected, "gate {gate}");
+        }
     }
 }

@@ -182,6 +182,9 @@ pub struct EngineOptions {
     pub hooks: HookOptions,
     /// The health checks after the reboot into an update ([`health`]).
     pub health: HealthOptions,
+    /// Updates leave `/etc/kubernetes/kubelet-ca.crt` to the certificate writer (a daemon
+    /// with a cluster: [`crate::apply::ApplyOptions::skip_certificate_write`]).
+    pub skip_certificate_write: bool,
 }
 
 impl Default for EngineOptions {
@@ -196,6 +199,7 @@ impl Default for EngineOptions {
             field_prefix: "$.spec.config",
             hooks: HookOptions::default(),
             health: HealthOptions::default(),
+            skip_certificate_write: false,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use anyhow::Result;
 use async_trait::async_trait;
+use machine_config::irreconcilable::IrreconcilableChange;
 use machine_config::mco::NodeState;
 use machine_config::mco::node_conditions::Progress;
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,16 @@ pub trait ClusterReport: Send + Sync {
     /// The Node's name, when there is a cluster (for the MCD's messages that name it).
     fn node_name(&self) -> Option<&str> {
         None
+    }
+    /// Whether the cluster wants the node's irreconcilable differences once it is Done (the
+    /// `IrreconcilableMachineConfig` feature gate).
+    fn reports_irreconcilable(&self) -> bool {
+        false
+    }
+    /// The node's irreconcilable differences (its MachineConfigNode's
+    /// `status.irreconcilableChanges`; empty: none).
+    async fn irreconcilable(&self, _changes: Vec<IrreconcilableChange>) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -346,6 +357,16 @@ impl Reporter {
         if let Err(e) = self.cluster.set_done(config, image).await {
             tracing::warn!(error = %format!("{e:#}"), "could not report Done to the cluster");
             self.api_failed(root, format!("reporting Done in {config}: {e:#}"));
+        }
+        if self.cluster.reports_irreconcilable() {
+            let report = crate::input::irreconcilable::report(root, config);
+            let sent = match report {
+                Ok(changes) => self.cluster.irreconcilable(changes).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
+                tracing::error!("Error updating MCN with the irreconcilable report {e:#}");
+            }
         }
     }
 

@@ -340,6 +340,7 @@ impl Engine {
             field_prefix: self.opts.field_prefix,
             write_all: force,
             first_application: first,
+            skip_certificate_write: self.opts.skip_certificate_write,
         };
         apply::check(&self.root, &current_ign, &desired_ign, &options)
             .map_err(|e| Outcome::Degraded(e.to_string()))?;

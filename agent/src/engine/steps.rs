@@ -232,6 +232,7 @@ impl Engine {
             field_prefix: self.opts.field_prefix,
             write_all: rec.force,
             first_application: rec.first_application,
+            skip_certificate_write: self.opts.skip_certificate_write,
         };
         let offline = OfflineUnits::new(&self.root);
         let outcome = apply(
@@ -578,6 +579,7 @@ impl Engine {
             field_prefix: self.opts.field_prefix,
             write_all: true,
             first_application: false,
+            skip_certificate_write: self.opts.skip_certificate_write,
         };
         let offline = OfflineUnits::new(&self.root);
         apply(

@@ -4,6 +4,7 @@
 //! carries, read by [`served`]), the MachineConfig recorded in a root (`currentconfig`), and a
 //! policy file ([`policy`]).
 
+pub mod irreconcilable;
 mod mapped;
 pub mod policy;
 pub mod served;

@@ -149,6 +149,18 @@ impl Root {
         })
     }
 
+    /// Another handle on the same root (the directory descriptor duplicated), with the same
+    /// labels: for a task that writes beside the engine (the certificate writer).
+    pub fn try_clone(&self) -> Result<Self, RootError> {
+        let fd = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0)
+            .map_err(|e| RootError::io("dup", &self.path, e))?;
+        Ok(Root {
+            fd,
+            path: self.path.clone(),
+            labels: self.labels.clone(),
+        })
+    }
+
     /// Every file this root writes from now on is labelled by `labels` before its rename.
     pub fn with_labels(mut self, labels: std::sync::Arc<dyn FileLabels>) -> Self {
         self.labels = Some(labels);

@@ -36,6 +36,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use machine_config::layering::{MachineOSBuild, MachineOSConfig, PoolImage, pool_image};
+use machine_config::mco::UPDATE_IN_PROGRESS_TAINT_KEY;
 use machine_config::mco::annotations::{DESIRED_CONFIG, DESIRED_IMAGE};
 use machine_config::mco::machine_config_node::MachineConfigNode;
 use machine_config::render::{self, RenderOptions};
@@ -46,7 +47,7 @@ use tokio::sync::{Notify, watch};
 use super::drain::schedule::DrainTimings;
 use super::node_cache::{self, NodeCache};
 use super::{MachineConfigCache, is_rendered};
-use super::{nodes, progress};
+use super::{nodes, progress, taint};
 
 /// Time between passes when nothing changes.
 const RESYNC: Duration = Duration::from_secs(30);
@@ -296,8 +297,8 @@ impl Controller {
             .copied()
             .filter(|n| !unrenderable.contains(nodes::name(n)))
             .collect();
-        let image = pool_image(&pool, &layering.0, &layering.1);
-        let step = match &image {
+        let pool_image_state = pool_image(&pool, &layering.0, &layering.1);
+        let step = match &pool_image_state {
             PoolImage::Waiting(why) => {
                 tracing::info!(pool = %pool.name(), "image mode: waiting for the image of {pool_target}: {why}");
                 Vec::new()
@@ -307,12 +308,34 @@ impl Controller {
                 nodes::rollout_step_with_image(&pool, &eligible, target, Some(i))
             }
         };
-        let image = match &image {
+        let image = match &pool_image_state {
             PoolImage::Image(i) => Some(i.as_str()),
             _ => None,
         };
         for (node, config) in &step {
             self.set_desired(nodes::name(node), config, image).await?;
+        }
+        // The nodes still waiting to be targeted carry the UpdateInProgress taint. Without the
+        // pool's image yet, only the config says who is targeted.
+        let stepped: BTreeSet<&str> = step.iter().map(|(n, _)| nodes::name(n)).collect();
+        let compare_image = !matches!(pool_image_state, PoolImage::Waiting(_));
+        let targeted = |n: &Node| {
+            stepped.contains(nodes::name(n))
+                || (nodes::desired(n) == Some(target(n).as_str())
+                    && (!compare_image || nodes::desired_image(n) == image))
+        };
+        for (node, wanted) in taint::changes(&pool, members, targeted) {
+            let name = nodes::name(node);
+            match taint::set(&Api::all(self.client.clone()), name, wanted).await {
+                Ok(true) if wanted => {
+                    tracing::info!(pool = %pool.name(), "node {name} waits to be targeted: {UPDATE_IN_PROGRESS_TAINT_KEY} taint set")
+                }
+                Ok(true) => {
+                    tracing::info!(pool = %pool.name(), "node {name} targeted: {UPDATE_IN_PROGRESS_TAINT_KEY} taint removed")
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!(pool = %pool.name(), "{err:#}"),
+            }
         }
         if !step.is_empty() {
             let names: Vec<&str> = step.iter().map(|(n, _)| nodes::name(n)).collect();

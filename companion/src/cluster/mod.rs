@@ -11,6 +11,7 @@ pub mod pinned_sets;
 pub mod policy_status;
 pub mod progress;
 pub mod source;
+pub mod taint;
 
 pub use mc_cache::{MachineConfigCache, MachineConfigReader, SharedMachineConfigs};
 

@@ -5,7 +5,8 @@
 //!
 //! **Only what the controller reads is kept** ([`slim`]): name, uid, resourceVersion, labels,
 //! creationTimestamp, the `machineconfiguration.openshift.io/` annotations,
-//! `spec.unschedulable` and the conditions' type, status, reason and message. A Node's images,
+//! `spec.unschedulable`, `spec.taints` (for the `UpdateInProgress` taint) and the conditions'
+//! type, status, reason and message. A Node's images,
 //! addresses, capacity, managedFields and its other components' annotations (often most of
 //! its size) are dropped before the cache stores it.
 //!
@@ -232,6 +233,7 @@ pub fn slim(node: &mut Node) {
     };
     node.spec = node.spec.take().map(|spec| NodeSpec {
         unschedulable: spec.unschedulable,
+        taints: spec.taints,
         ..NodeSpec::default()
     });
     node.status = node.status.take().map(|status| NodeStatus {

@@ -23,3 +23,10 @@ pub use states::{NodeState, UnknownState};
 /// Name of the empty config a node starts from before anything was applied (the MCD's
 /// first-boot baseline, `mco-empty-mc`).
 pub const EMPTY_CONFIG_NAME: &str = "mco-empty-mc";
+
+/// The taint the MCC's node controller keeps on the nodes of a pool that are still waiting to
+/// be targeted by its rollout (`pkg/constants`: `NodeUpdateInProgressTaint`), so that the
+/// scheduler prefers nodes that will not be drained soon: key `UpdateInProgress`, no value,
+/// effect `PreferNoSchedule`.
+pub const UPDATE_IN_PROGRESS_TAINT_KEY: &str = "UpdateInProgress";
+pub const UPDATE_IN_PROGRESS_TAINT_EFFECT: &str = "PreferNoSchedule";

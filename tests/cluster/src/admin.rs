@@ -11,6 +11,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use machine_config::MachineConfiguration;
+use machine_config::feature_gates::{
+    CLUSTER_VERSION_NAME, ClusterVersion, FEATURE_GATE_NAME, FeatureGate,
+};
 use machine_config::machineconfiguration::CLUSTER_NAME;
 use machine_config::mco::annotations::REASON;
 use mco_test_support::apiserver::fixtures;
@@ -18,6 +21,52 @@ use serde_json::{Value, json};
 
 use crate::Cluster;
 use crate::manifests;
+
+/// The OpenShift version the cluster's objects name.
+pub const CLUSTER_VERSION: &str = "4.18.0";
+
+/// Creates `ClusterVersion/version` (at [`CLUSTER_VERSION`]) and `FeatureGate/cluster` with
+/// `enabled` enabled at that version, as the cluster-version and API operators publish them
+/// (both kinds keep what the test reads in their status subresource).
+pub(crate) async fn publish_feature_gates(client: &kube::Client, enabled: &[String]) -> Result<()> {
+    let versions = Api::<ClusterVersion>::all(client.clone());
+    let gates = Api::<FeatureGate>::all(client.clone());
+    let mut version = ClusterVersion::default();
+    version.metadata.name = Some(CLUSTER_VERSION_NAME.into());
+    versions
+        .create(&PostParams::default(), &version)
+        .await
+        .context("creating ClusterVersion/version")?;
+    versions
+        .patch_status(
+            CLUSTER_VERSION_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "desired": {"version": CLUSTER_VERSION},
+                "history": [{"version": CLUSTER_VERSION}],
+            }})),
+        )
+        .await
+        .context("setting ClusterVersion/version's status")?;
+    let mut gate = FeatureGate::default();
+    gate.metadata.name = Some(FEATURE_GATE_NAME.into());
+    gates
+        .create(&PostParams::default(), &gate)
+        .await
+        .context("creating FeatureGate/cluster")?;
+    let enabled: Vec<Value> = enabled.iter().map(|g| json!({"name": g})).collect();
+    gates
+        .patch_status(
+            FEATURE_GATE_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"featureGates": [
+                {"version": CLUSTER_VERSION, "enabled": enabled, "disabled": []},
+            ]}})),
+        )
+        .await
+        .context("setting FeatureGate/cluster's status")?;
+    Ok(())
+}
 
 impl Cluster {
     /// Creates or replaces a files-only MachineConfig `name` for the workers; waits until the

@@ -11,13 +11,15 @@ use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use machine_config::MachineConfigPool;
-use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
     CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE,
     LAST_APPLIED_DRAIN, REASON, STATE,
 };
 use machine_config::mco::paths::{
     CURRENT_CONFIG as CURRENTCONFIG_FILE, NODE_ANNOTATIONS, NODE_ANNOTATIONS_BAK, SERVED_CONTENT,
+};
+use machine_config::mco::{
+    NodeState, UPDATE_IN_PROGRESS_TAINT_EFFECT, UPDATE_IN_PROGRESS_TAINT_KEY,
 };
 use serde_json::{Value, json};
 
@@ -44,10 +46,13 @@ pub struct Spec {
     /// Whether each node has an OS: its own system bus with the rpm-ostree stand-in over its
     /// own ostree sysroot ([`crate::os`]); without, the agents cannot rebase.
     pub os: bool,
-    /// More arguments for every `mco-agent start` (e.g. a feature gate the cluster has).
+    /// More arguments for every `mco-agent start`.
     pub agent_args: Vec<String>,
     /// Replicas of the companion (leader election among them, a front before them).
     pub replicas: usize,
+    /// The feature gates the cluster enables: with any, `ClusterVersion/version` and
+    /// `FeatureGate/cluster` exist before the first agent starts (the agents read them once).
+    pub feature_gates: Vec<String>,
 }
 
 /// `mco-agent start --drain-mode`.
@@ -67,6 +72,7 @@ impl Default for Spec {
             os: false,
             agent_args: Vec::new(),
             replicas: 1,
+            feature_gates: Vec::new(),
         }
     }
 }
@@ -127,6 +133,9 @@ impl Cluster {
             manifests::files_config(BASE_CONFIG, &[(BASE_FILE, "base: 1\n")]),
         )
         .await?;
+        if !spec.feature_gates.is_empty() {
+            crate::admin::publish_feature_gates(&client, &spec.feature_gates).await?;
+        }
         let mut companion = Companion::new(
             &bins.companion,
             &dir.path().join("companion"),
@@ -290,6 +299,22 @@ impl Cluster {
         self.nodes.get(name).and_then(|n| n.read(path))
     }
 
+    /// The directories in `path` of a node's root, sorted (none when it cannot be listed).
+    pub fn node_dirs(&self, name: &str, path: &str) -> Vec<String> {
+        let Some(node) = self.nodes.get(name) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<String> = std::fs::read_dir(node.path(path))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        dirs.sort();
+        dirs
+    }
+
     /// The names of the nodes in the pool.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.keys().cloned().collect()
@@ -350,6 +375,41 @@ impl Cluster {
     pub async fn annotations(&self, node: &str) -> Result<BTreeMap<String, String>> {
         let node = Api::<KubeNode>::all(self.client.clone()).get(node).await?;
         Ok(node.metadata.annotations.unwrap_or_default())
+    }
+
+    /// The names of the pool's nodes that carry the MCC's `UpdateInProgress:PreferNoSchedule`
+    /// taint, sorted.
+    pub async fn tainted_update_in_progress(&self) -> Result<Vec<String>> {
+        let mut tainted = Vec::new();
+        for name in self.node_names() {
+            let node = Api::<KubeNode>::all(self.client.clone()).get(&name).await?;
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            if taints.iter().any(|t| {
+                t.key == UPDATE_IN_PROGRESS_TAINT_KEY && t.effect == UPDATE_IN_PROGRESS_TAINT_EFFECT
+            }) {
+                tainted.push(name);
+            }
+        }
+        tainted.sort();
+        Ok(tainted)
+    }
+
+    /// Waits until exactly `expected` (sorted) carry the `UpdateInProgress` taint.
+    pub async fn wait_tainted(&self, expected: &[String], timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let tainted = self.tainted_update_in_progress().await?;
+            if tainted == expected {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                bail!(
+                    "the UpdateInProgress taint is on {tainted:?}, not on {expected:?}, after {timeout:?}\n{}",
+                    self.diagnostics().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Sets a node's `desiredConfig`, as an administrator would.
@@ -508,6 +568,12 @@ impl Cluster {
             bail!("the availability sampler took no sample");
         }
         Ok((samples, max_seen))
+    }
+
+    /// Starts counting the most unavailable nodes seen at once afresh (for a phase that must
+    /// make none unavailable); violations of `maxUnavailable` are kept.
+    pub fn restart_availability_count(&self) {
+        self.sampler.restart_max_seen();
     }
 
     /// Kills the companion (SIGKILL).

@@ -90,6 +90,11 @@ impl Sampler {
         self.lock().provisioning.insert(node.to_string());
     }
 
+    /// Counts the most unavailable nodes in one sample from now on.
+    pub fn restart_max_seen(&self) {
+        self.lock().max_seen = 0;
+    }
+
     /// (samples taken, most unavailable nodes in one sample, the violations).
     pub fn summary(&self) -> (usize, usize, Vec<Violation>) {
         let state = self.lock();

@@ -202,7 +202,8 @@ async fn a_rollout_made_rebootless_by_the_cluster_policy_and_one_with_a_reboot_c
 
 /// Scenario 3: a PodDisruptionBudget that blocks the first targeted node's drain stops the
 /// rollout there, the node's reason naming the pod and the budget and no other node targeted;
-/// once the budget allows it, the rollout completes (a drain and a reboot per node).
+/// once the budget allows it, the rollout completes (a drain and a reboot per node). Meanwhile
+/// the nodes waiting to be targeted carry the `UpdateInProgress` taint, and none once all are.
 async fn a_budget_blocks_the_rollout_at_one_node_until_it_allows(
     drain_mode: DrainMode,
 ) -> anyhow::Result<()> {
@@ -226,6 +227,14 @@ async fn a_budget_blocks_the_rollout_at_one_node_until_it_allows(
         .await?;
     let targeted = cluster.wait_targeted(&next, secs(30)).await?;
     let blocked = &targeted[0];
+    // The nodes still waiting to be targeted carry the UpdateInProgress taint, the targeted
+    // one does not.
+    let waiting: Vec<String> = cluster
+        .node_names()
+        .into_iter()
+        .filter(|n| n != blocked)
+        .collect();
+    cluster.wait_tainted(&waiting, secs(30)).await?;
     let reason = cluster
         .wait_reason(blocked, "PodDisruptionBudget \"web-budget\"", secs(60))
         .await?;
@@ -246,12 +255,19 @@ async fn a_budget_blocks_the_rollout_at_one_node_until_it_allows(
         let current = cluster.annotations(&name).await?[CURRENT_CONFIG].clone();
         anyhow::ensure!(current != next, "{name} updated while the budget blocked");
     }
+    anyhow::ensure!(
+        cluster.tainted_update_in_progress().await? == waiting,
+        "the UpdateInProgress taint moved while the rollout was held: {:?}",
+        cluster.tainted_update_in_progress().await?
+    );
 
     cluster
         .set_budget("apps", "web-budget", &[], json!({"maxUnavailable": 1}))
         .await?;
     let took = cluster.wait_pool_done_rebooting(&next, secs(180)).await?;
     eprintln!("{next} past the budget in {took:?}");
+    // Every node was targeted: none keeps the taint.
+    cluster.wait_tainted(&[], secs(30)).await?;
     cluster.finish().await
 }
 

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use machine_config::feature_gates::IMAGE_MODE_STATUS_REPORTING;
 use machine_config::mco::paths::CURRENT_IMAGE as CURRENT_IMAGE_FILE;
 use mco_cluster_tests::mcn::{WIDE_CONDITION_COLUMNS, condition_status};
 use mco_cluster_tests::os::KUBELET_PULL_SECRET;
@@ -65,7 +66,7 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
     // carry the images and the pull.
     let spec = Spec {
         os: true,
-        agent_args: vec!["--image-mode-status-reporting".into()],
+        feature_gates: vec![IMAGE_MODE_STATUS_REPORTING.into()],
         ..Spec::default()
     };
     let mut cluster = Cluster::start(binaries!(), spec).await?;

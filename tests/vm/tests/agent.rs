@@ -87,7 +87,13 @@ fn sandbox_check_unit(unit: &str, exec: &str) -> (String, usize) {
         match key {
             "Type" => out.push_str("Type=oneshot\n"),
             "ExecStart" => out.push_str(&format!("ExecStart={exec}\n")),
-            "NotifyAccess" | "WatchdogSec" | "Restart" | "RestartSec" | "TimeoutStartSec" => {}
+            "NotifyAccess"
+            | "WatchdogSec"
+            | "Restart"
+            | "RestartSec"
+            | "TimeoutStartSec"
+            | "SuccessExitStatus"
+            | "RestartForceExitStatus" => {}
             _ => {
                 if key.starts_with("Protect")
                     || key.starts_with("Restrict")

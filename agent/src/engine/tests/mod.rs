@@ -151,6 +151,7 @@ impl Node {
             field_prefix: "$.spec.config",
             write_all: false,
             first_application: true,
+            skip_certificate_write: false,
         };
         let units = crate::units::OfflineUnits::new(&root);
         crate::apply::apply(
