@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Benchmark, never part of the test run: the scale harness (tests/cluster/examples/scale.rs).
 # The API test server with RBAC from the shipped manifests and 1,000 Node objects in two pools
-# (worker 900, infra 100), mco-companion serve --controller, a real `mco-agent start` on 250 of
-# the nodes (each on a small root of its own) and the rest played by the harness; a files-only
-# rollout through each pool with maxUnavailable 10%, then 1,000 concurrent anonymous first-boot
-# fetches of the worker pool's ~1 MiB config. Prints the time to roll each pool, the CPU time
-# and RSS of the companion and of the API test server, the API requests per node per update
-# of the agents and of the controller, and the fetches' p50/p99. Nothing is asserted.
+# (worker 900, infra 100), mco-companion serve --controller, a real `mco-agent start` for every
+# node (each on a small root of its own; no node is played by the harness); a files-only
+# rollout through each pool with maxUnavailable 10%, then 10 bursts of 1,000 concurrent
+# anonymous first-boot fetches of the worker pool's ~1 MiB config. Prints the time to roll each
+# pool, the CPU time and RSS of the companion and of the API test server, the API requests per
+# node per update of the agents and of the controller, and each burst's p50/p99 (a fetch that
+# fails or takes longer than --fetch-timeout-s counts as a timeout). Nothing is asserted.
 #
 #   tests/bench/scale.sh [--nodes N] [--small-pool N] [--agents N] [--fetches N] [...]
 #   (tests/bench/scale.sh --help lists them all)
