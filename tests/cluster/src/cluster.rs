@@ -46,7 +46,8 @@ pub struct Spec {
     /// Whether each node has an OS: its own system bus with the rpm-ostree stand-in over its
     /// own ostree sysroot ([`crate::os`]); without, the agents cannot rebase.
     pub os: bool,
-    /// More arguments for every `mco-agent start`.
+    /// More arguments for every `mco-agent start`; [`NODE_NAME`] in one is the node's name
+    /// (what differs per node, such as its container runtime's socket).
     pub agent_args: Vec<String>,
     /// Replicas of the companion (leader election among them, a front before them).
     pub replicas: usize,
@@ -109,6 +110,9 @@ pub struct Cluster {
     os: bool,
     agent_args: Vec<String>,
 }
+
+/// In [`Spec::agent_args`], the name of the node the agent runs on.
+pub const NODE_NAME: &str = "{node}";
 
 impl Cluster {
     /// Starts everything and provisions `spec.nodes` nodes the MCO way (first boot through
@@ -178,7 +182,7 @@ impl Cluster {
         };
         let mut drain_args = vec!["--drain-mode".to_string(), mode.to_string()];
         drain_args.extend(AGENT_DRAIN_TIMINGS.iter().map(|a| a.to_string()));
-        drain_args.extend(self.agent_args.iter().cloned());
+        drain_args.extend(self.agent_args.iter().map(|a| a.replace(NODE_NAME, node)));
         AgentWiring {
             binary: self.bins.agent.clone(),
             kubeconfig: self.api.node_kubeconfig(node),

@@ -38,7 +38,7 @@ pub mod transitions;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cluster::{Cluster, DrainMode, Spec};
+pub use cluster::{Cluster, DrainMode, NODE_NAME, Spec};
 
 /// The binaries under test (this package's copies of them: see `Cargo.toml`).
 #[derive(Debug, Clone)]

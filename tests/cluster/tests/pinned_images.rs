@@ -1,9 +1,11 @@
 //! A PinnedImageSet reaches every node of the pool: the companion lists it in the pool's
 //! `spec.pinnedImageSets` (its labels match the pool's `machineConfigSelector`), each agent
-//! (`--cri-socket`) pulls its image through a REAL containerd's CRI image service from a REAL
-//! registry (`docker-registry` on loopback, TLS and htpasswd; the credentials from the node's
-//! `/var/lib/kubelet/config.json`), pins it in CRI-O's drop-in on its root, and says so in its
-//! MachineConfigNode; all under the shipped RBAC.
+//! (`--cri-socket`) pulls its image through its own node's REAL containerd (one per node, as
+//! each node has its runtime) from a REAL registry (`docker-registry` on loopback, TLS and
+//! htpasswd; the credentials from the node's `/var/lib/kubelet/config.json`; the manifest read
+//! by the real `skopeo`), pins it in CRI-O's drop-in on its root, and says so in its
+//! MachineConfigNode; all under the shipped RBAC. Standing in: the API server (the test
+//! server).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,7 @@ use machine_config::PinnedImageSet;
 use machine_config::mco::pinned_images::{CRIO_DROP_IN, KUBELET_AUTH_FILE};
 use mco_agent::host::cri::{CriClient, ImageService};
 use mco_cluster_tests::mcn::condition_status;
-use mco_cluster_tests::{Cluster, Spec, binaries, secs};
+use mco_cluster_tests::{Cluster, NODE_NAME, Spec, binaries, secs};
 use mco_test_support::containerd::{Options, TestContainerd};
 use mco_test_support::registry::{PASSWORD, TestImage, TestRegistry, USER};
 use serde_json::{Value, json};
@@ -50,18 +52,46 @@ async fn a_pinned_image_set_is_pulled_through_containerd_on_every_node() -> Resu
         "e2e/pinned",
         "v1",
     )?;
-    let containerd = TestContainerd::start(&Options {
-        registries: vec![(registry.host.clone(), registry.ca_pem().to_string())],
-        disk_bytes: None,
-    })?;
+    // Each node's runtime, its socket at `sockets/<node>.sock` (a link to the socket).
+    let spec = Spec::default();
+    let sockets = tempfile::tempdir()?;
+    let mut runtimes = Vec::new();
+    for i in 0..spec.nodes {
+        let node = format!("worker-{i}");
+        let containerd = TestContainerd::start(&Options {
+            registries: vec![(registry.host.clone(), registry.ca_pem().to_string())],
+            disk_bytes: None,
+        })?;
+        std::os::unix::fs::symlink(
+            containerd.socket(),
+            sockets.path().join(format!("{node}.sock")),
+        )?;
+        runtimes.push((node, containerd));
+    }
     let spec = Spec {
         agent_args: vec![
             "--cri-socket".into(),
-            containerd.socket().display().to_string(),
+            sockets
+                .path()
+                .join(format!("{NODE_NAME}.sock"))
+                .display()
+                .to_string(),
         ],
-        ..Spec::default()
+        ..spec
     };
     let mut cluster = Cluster::start(binaries!(), spec).await?;
+    let mut names = cluster.node_names();
+    names.sort();
+    ensure!(
+        names == runtimes.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        "the cluster's nodes are {names:?}, the runtimes were started for worker-0.."
+    );
+    let logs = || {
+        runtimes
+            .iter()
+            .map(|(n, c)| format!("--- containerd of {n} ---\n{}", c.log()))
+            .collect::<String>()
+    };
 
     // What a node has before its pool pins anything: the kubelet's pull secret, the registry's
     // CA, and its allocatable storage reported by its kubelet.
@@ -94,7 +124,7 @@ async fn a_pinned_image_set_is_pulled_through_containerd_on_every_node() -> Resu
     for name in cluster.node_names() {
         let mcn = wait_pinned(&cluster, &name, "e2e-images", secs(120))
             .await
-            .with_context(|| containerd.log())?;
+            .with_context(logs)?;
         ensure!(
             condition_status(&mcn, "PinnedImageSetsDegraded") == Some("False"),
             "{mcn:#}"
@@ -115,11 +145,14 @@ async fn a_pinned_image_set_is_pulled_through_containerd_on_every_node() -> Resu
         .map(|r| r.name.as_str())
         .collect();
     ensure!(listed == ["e2e-images"], "the pool lists {listed:?}");
-    ensure!(
-        CriClient::new(containerd.socket())
-            .image_present(&image)
-            .await?,
-        "containerd has {image}"
-    );
+    // Every node pulled it into its own runtime.
+    for (node, containerd) in &runtimes {
+        ensure!(
+            CriClient::new(containerd.socket())
+                .image_present(&image)
+                .await?,
+            "the containerd of {node} does not have {image}"
+        );
+    }
     cluster.finish().await
 }
