@@ -128,7 +128,8 @@ impl QemuConfig {
 pub struct Qemu {
     child: Arc<Mutex<Child>>,
     console: Console,
-    watchdog: Option<(Sender<()>, JoinHandle<()>)>,
+    /// Takes a later deadline, or `None` to end.
+    watchdog: Option<(Sender<Option<Instant>>, JoinHandle<()>)>,
 }
 
 impl Qemu {
@@ -155,15 +156,23 @@ impl Qemu {
         let stdout = child.stdout.take().context("qemu stdout")?;
         let console = Console::start(stdout, console_log, t0)?;
         let child = Arc::new(Mutex::new(child));
-        let (cancel, cancelled) = mpsc::channel::<()>();
+        let (cancel, cancelled) = mpsc::channel::<Option<Instant>>();
         let watched = Arc::clone(&child);
         let watchdog = std::thread::Builder::new()
             .name("vm-watchdog".into())
             .spawn(move || {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if let Err(RecvTimeoutError::Timeout) = cancelled.recv_timeout(left) {
-                    let mut child = watched.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = child.kill();
+                let mut deadline = deadline;
+                loop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match cancelled.recv_timeout(left) {
+                        Ok(Some(later)) => deadline = later,
+                        Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
+                        Err(RecvTimeoutError::Timeout) => {
+                            let mut child = watched.lock().unwrap_or_else(|e| e.into_inner());
+                            let _ = child.kill();
+                            return;
+                        }
+                    }
                 }
             })
             .context("spawning the VM watchdog")?;
@@ -210,8 +219,15 @@ impl Qemu {
 
     fn stop_watchdog(&mut self) {
         if let Some((cancel, thread)) = self.watchdog.take() {
-            let _ = cancel.send(());
+            let _ = cancel.send(None);
             let _ = thread.join();
+        }
+    }
+
+    /// Moves the deadline qemu is killed at to `later`.
+    pub fn extend_deadline(&self, later: Instant) {
+        if let Some((watchdog, _)) = &self.watchdog {
+            let _ = watchdog.send(Some(later));
         }
     }
 

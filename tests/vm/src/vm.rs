@@ -64,6 +64,9 @@ pub struct Boot {
     pub system_state: String,
     /// When qemu was started for it.
     pub started: Instant,
+    /// From qemu's start to the system up (`systemctl is-system-running --wait` returned): how
+    /// fast this host runs the guest right now.
+    pub up: Option<Duration>,
 }
 
 /// A booted VM. Dropping it kills qemu; if the test is failing, the console logs are kept and
@@ -268,6 +271,7 @@ impl Vm {
             console_log,
             system_state: String::new(),
             started: Instant::now(),
+            up: None,
         });
         Ok(config.agent_socket)
     }
@@ -281,6 +285,7 @@ impl Vm {
         self.log(&format!("boot {n}: system {state}"));
         if let Some(boot) = self.boots.last_mut() {
             boot.system_state = state;
+            boot.up = Some(boot.started.elapsed());
         }
         Ok(())
     }
@@ -476,6 +481,18 @@ impl Vm {
             .iter()
             .find(|(_, guest)| *guest == guest_port)
             .map(|(host, _)| *host)
+    }
+
+    /// Lets the VM live until `timeout` after its start, if that is later than its deadline
+    /// now (the current boot's qemu included).
+    pub fn extend_life(&mut self, timeout: Duration) {
+        let deadline = self.t0 + timeout;
+        if deadline > self.deadline {
+            self.deadline = deadline;
+            if let Some(qemu) = &self.qemu {
+                qemu.extend_deadline(deadline);
+            }
+        }
     }
 
     /// Where this VM's console logs are kept.

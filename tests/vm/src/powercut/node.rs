@@ -17,13 +17,21 @@ use crate::vm::{Disk, Vm};
 mod stop;
 pub use stop::Stop;
 
-/// How long a power-cut VM may live: this much, plus [`PER_UPDATE`] per update.
+/// How long a power-cut VM may live: this much, plus [`PER_UPDATE`] per update (times the
+/// node's [`slowdown`](PowercutNode::slowdown), as every budget here).
 const VM_BASE_TIME: Duration = Duration::from_secs(600);
 const PER_UPDATE: Duration = Duration::from_secs(300);
 /// How long an update may take to converge after a cut (two boots and a staging, under TCG).
 const CONVERGE: Duration = Duration::from_secs(420);
 /// How long the agent may take to reach a failpoint.
 const REACH: Duration = Duration::from_secs(240);
+/// The boot the budgets above were sized with: qemu's start to the system up, under TCG on the
+/// 2-core host lightly loaded. A node whose boots take longer (the host loaded by other builds
+/// and VMs) gets budgets stretched by as much ([`PowercutNode::slowdown`]).
+const REFERENCE_BOOT: Duration = Duration::from_secs(90);
+/// The most the budgets are stretched: beyond that the host is too loaded for these scenarios
+/// to say anything, and nextest's limit for them (`.config/nextest.toml`) would cut them.
+const MAX_SLOWDOWN: f64 = 3.0;
 /// The longest pause between reaching a failpoint and the cut: beyond ext4's 5 s commit
 /// interval, so that some cuts come after the file system committed its journal on its own.
 const MAX_DELAY_MS: u64 = 6000;
@@ -56,6 +64,8 @@ pub struct PowercutNode {
     pub log: Vec<String>,
     /// How long each stop of the agent took ([`Stop`]).
     pub stop_times: Vec<Duration>,
+    /// The VM's wall-clock limit at a slowdown of 1.
+    life: Duration,
 }
 
 impl PowercutNode {
@@ -69,8 +79,8 @@ impl PowercutNode {
             n: 0,
         };
         cluster.add_config(&first.name(), first.spec())?;
-        let timeout = VM_BASE_TIME + PER_UPDATE * updates as u32;
-        let mut vm = Vm::builder(name, Disk::Ostree).timeout(timeout).boot()?;
+        let life = VM_BASE_TIME + PER_UPDATE * updates as u32;
+        let mut vm = Vm::builder(name, Disk::Ostree).timeout(life).boot()?;
         vm.install_agent_with_failpoints()?;
         vm.install_rpmostree_standin()?;
         cluster.install_kubeconfig(&mut vm)?;
@@ -88,8 +98,10 @@ impl PowercutNode {
             cuts: 0,
             log: Vec::new(),
             stop_times: Vec::new(),
+            life,
         };
         node.say(&format!("seed {seed} (replay: MCO_POWERCUT_SEED={seed})"));
+        node.pace();
         node.wait_converged(first)
             .context("bringing the node to its first config")?;
         node.check_converged(first)?;
@@ -102,6 +114,7 @@ impl PowercutNode {
         let mut c = Calibration::default();
         let kinds: &[bool] = if reboot { &[false, true] } else { &[false] };
         for &reboot in kinds {
+            self.pace();
             let (from, to) = self.next(reboot)?;
             let boots = self.vm.boots().len();
             let started = Instant::now();
@@ -132,10 +145,40 @@ impl PowercutNode {
         Ok(c)
     }
 
+    /// How much slower than [`REFERENCE_BOOT`] this node's slowest boot so far came up (at
+    /// least 1, at most [`MAX_SLOWDOWN`]): TCG's pace on this host now. Every budget is
+    /// stretched by it, so that a scenario fails for what the agent did, not for the load of
+    /// other work on the host.
+    pub fn slowdown(&self) -> f64 {
+        let slowest = self.vm.boots().iter().filter_map(|b| b.up).max();
+        let ratio = slowest.unwrap_or_default().as_secs_f64() / REFERENCE_BOOT.as_secs_f64();
+        ratio.clamp(1.0, MAX_SLOWDOWN)
+    }
+
+    /// `base` stretched by the node's [`slowdown`](Self::slowdown).
+    fn budget(&self, base: Duration) -> Duration {
+        base.mul_f64(self.slowdown())
+    }
+
+    /// Says the slowdown, and lets the VM live its stretched limit: called at each update.
+    fn pace(&mut self) {
+        let slowdown = self.slowdown();
+        let life = self.life.mul_f64(slowdown);
+        self.vm.extend_life(life);
+        let up = self.vm.current_boot().up.unwrap_or_default();
+        self.say(&format!(
+            "pace: this boot up in {up:.0?}, slowdown {slowdown:.2} (budgets: converge {:.0?}, \
+             reach {:.0?}, VM {life:.0?})",
+            self.budget(CONVERGE),
+            self.budget(REACH)
+        ));
+    }
+
     /// When the agent began the update to `to` (the Node `Working`, polled on the host), or
     /// now if it is already Done on `to`.
     fn wait_working(&self, to: &Version) -> Result<Instant> {
-        let deadline = Instant::now() + REACH;
+        let reach = self.budget(REACH);
+        let deadline = Instant::now() + reach;
         loop {
             let state = self.cluster.annotation("state");
             let done_on_to = state.as_deref() == Some("Done")
@@ -145,7 +188,7 @@ impl PowercutNode {
             }
             ensure!(
                 Instant::now() < deadline,
-                "the agent did not begin the update to {} within {REACH:?}",
+                "the agent did not begin the update to {} within {reach:.0?}",
                 to.name()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -165,6 +208,7 @@ impl PowercutNode {
         let (from, to) = self.next(cut.reboot())?;
         let n = self.log.len() + 1;
         let what = format!("update {n} ({} -> {}), {cut}", from.name(), to.name());
+        self.pace();
         self.say(&what);
         let result = self.cut_and_recover(cut, from, to);
         let line = match &result {
@@ -200,7 +244,7 @@ impl PowercutNode {
                 } else if phase == Phase::AfterReboot {
                     self.cluster.set_desired(&to.name())?;
                     self.vm.next_boot_kargs(&[HOLD_KARG]);
-                    self.vm.wait_for_reboot(REACH)?;
+                    self.vm.wait_for_reboot(self.budget(REACH))?;
                     guest::set_failpoints(&mut self.vm, Some(&point.spec()))?;
                     guest::release_agent(&mut self.vm)?;
                     said.push(self.cut_when_paused(point)?);
@@ -294,7 +338,8 @@ impl PowercutNode {
     /// Waits for the agent to pause (or hold) at `point`.
     fn wait_at(&mut self, point: Point) -> Result<()> {
         let marker = self.vm.share().join(PAUSED_MARKER);
-        let deadline = Instant::now() + REACH;
+        let reach = self.budget(REACH);
+        let deadline = Instant::now() + reach;
         let paused = loop {
             if let Ok(text) = std::fs::read_to_string(&marker)
                 && text.ends_with('\n')
@@ -310,7 +355,7 @@ impl PowercutNode {
                     .vm
                     .run("journalctl -b -u mco-agent.service -o cat | tail -30")
                     .unwrap_or_default();
-                bail!("the agent did not reach {point} within {REACH:?}:\n{journal}");
+                bail!("the agent did not reach {point} within {reach:.0?}:\n{journal}");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -336,7 +381,8 @@ impl PowercutNode {
     fn wait_converged(&mut self, to: Version) -> Result<u32> {
         let name = to.name();
         let cluster = &self.cluster;
-        let waited = self.vm.wait_following_reboots(CONVERGE, |vm| {
+        let within = self.budget(CONVERGE);
+        let waited = self.vm.wait_following_reboots(within, |vm| {
             if cluster.annotation("state").as_deref() != Some("Done")
                 || cluster.annotation("currentConfig").as_deref() != Some(name.as_str())
             {

@@ -92,6 +92,7 @@ impl PowercutNode {
             from.name(),
             to.name()
         );
+        self.pace();
         self.say(&what);
         let result = self.stop_and_recover(point, phase, how, to);
         let line = match &result {
@@ -119,7 +120,7 @@ impl PowercutNode {
             Phase::AfterReboot => {
                 self.cluster.set_desired(&to.name())?;
                 self.vm.next_boot_kargs(&[HOLD_KARG]);
-                self.vm.wait_for_reboot(REACH)?;
+                self.vm.wait_for_reboot(self.budget(REACH))?;
                 guest::set_failpoints(&mut self.vm, Some(&point.hold_spec()))?;
                 guest::release_agent(&mut self.vm)?;
             }
@@ -130,7 +131,7 @@ impl PowercutNode {
         // Held after it asked for its reboot, the agent is stopped by that reboot itself.
         let own_reboot = point.name == "engine::reboot-requested";
         if own_reboot {
-            self.vm.wait_for_reboot(REACH)?;
+            self.vm.wait_for_reboot(self.budget(REACH))?;
         } else {
             match how {
                 Stop::Systemctl => {
