@@ -161,19 +161,10 @@ impl Qemu {
         let watchdog = std::thread::Builder::new()
             .name("vm-watchdog".into())
             .spawn(move || {
-                let mut deadline = deadline;
-                loop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    match cancelled.recv_timeout(left) {
-                        Ok(Some(later)) => deadline = later,
-                        Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
-                        Err(RecvTimeoutError::Timeout) => {
-                            let mut child = watched.lock().unwrap_or_else(|e| e.into_inner());
-                            let _ = child.kill();
-                            return;
-                        }
-                    }
-                }
+                watch_until(deadline, &cancelled, || {
+                    let mut child = watched.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = child.kill();
+                });
             })
             .context("spawning the VM watchdog")?;
         Ok(Qemu {
@@ -236,6 +227,26 @@ impl Qemu {
     }
 }
 
+/// The watchdog's loop: calls `kill` at `deadline`, unless told of a later deadline (`Some`)
+/// or to end (`None`, or the sender gone) first. Returns whether it killed.
+fn watch_until(
+    mut deadline: Instant,
+    told: &mpsc::Receiver<Option<Instant>>,
+    kill: impl FnOnce(),
+) -> bool {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match told.recv_timeout(left) {
+            Ok(Some(later)) => deadline = later,
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => return false,
+            Err(RecvTimeoutError::Timeout) => {
+                kill();
+                return true;
+            }
+        }
+    }
+}
+
 impl Drop for Qemu {
     fn drop(&mut self) {
         self.kill();
@@ -245,6 +256,40 @@ impl Drop for Qemu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watchdog_kills_at_the_latest_deadline_it_was_given() {
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        tx.send(Some(start + Duration::from_millis(300))).unwrap();
+        let mut killed_at = None;
+        assert!(watch_until(start + Duration::from_millis(50), &rx, || {
+            killed_at = Some(start.elapsed())
+        }));
+        let at = killed_at.expect("the watchdog said it killed");
+        assert!(
+            at >= Duration::from_millis(300),
+            "killed at {at:?}, before its later deadline"
+        );
+    }
+
+    #[test]
+    fn the_watchdog_ends_without_killing_when_told_or_dropped() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(None).unwrap();
+        assert!(!watch_until(
+            Instant::now() + Duration::from_secs(60),
+            &rx,
+            || { panic!("killed although told to end") }
+        ));
+        let (tx, rx) = mpsc::channel::<Option<Instant>>();
+        drop(tx);
+        assert!(!watch_until(
+            Instant::now() + Duration::from_secs(60),
+            &rx,
+            || { panic!("killed although its sender is gone") }
+        ));
+    }
 
     fn config() -> QemuConfig {
         QemuConfig {

@@ -49,6 +49,13 @@ pub struct Calibration {
     pub reboot: Option<(Duration, Duration, Duration)>,
 }
 
+/// The slowest of `boots` (each qemu's start to the system up) against [`REFERENCE_BOOT`],
+/// within 1 and [`MAX_SLOWDOWN`].
+fn slowdown(boots: impl Iterator<Item = Duration>) -> f64 {
+    let slowest = boots.max().unwrap_or_default();
+    (slowest.as_secs_f64() / REFERENCE_BOOT.as_secs_f64()).clamp(1.0, MAX_SLOWDOWN)
+}
+
 /// A guest node on its way through the configs, with the record of its cuts.
 pub struct PowercutNode {
     pub vm: Vm,
@@ -151,9 +158,7 @@ impl PowercutNode {
     /// stretched by it, so that a scenario fails for what the agent did, not for the load of
     /// other work on the host.
     pub fn slowdown(&self) -> f64 {
-        let slowest = self.vm.boots().iter().filter_map(|b| b.up).max();
-        let ratio = slowest.unwrap_or_default().as_secs_f64() / REFERENCE_BOOT.as_secs_f64();
-        ratio.clamp(1.0, MAX_SLOWDOWN)
+        slowdown(self.vm.boots().iter().filter_map(|b| b.up))
     }
 
     /// `base` stretched by the node's [`slowdown`](Self::slowdown).
@@ -433,5 +438,33 @@ impl PowercutNode {
     /// Powers the node off.
     pub fn finish(self) -> Result<()> {
         self.vm.poweroff()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_stretch_with_the_slowest_boot_within_bounds() {
+        let secs = |s: &[u64]| {
+            s.iter()
+                .map(|&s| Duration::from_secs(s))
+                .collect::<Vec<_>>()
+        };
+        let cases: &[(&[u64], f64)] = &[
+            (&[], 1.0),
+            (&[36, 47], 1.0),
+            (&[36, 90, 47], 1.5),
+            (&[150], 2.5),
+            (&[600], MAX_SLOWDOWN),
+        ];
+        for (boots, expected) in cases {
+            let got = slowdown(secs(boots).into_iter());
+            assert!(
+                (got - expected).abs() < 1e-9,
+                "{boots:?}: {got}, expected {expected}"
+            );
+        }
     }
 }

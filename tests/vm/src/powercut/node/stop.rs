@@ -115,6 +115,7 @@ impl PowercutNode {
             Phase::Update => {
                 guest::set_failpoints(&mut self.vm, Some(&point.hold_spec()))?;
                 guest::restart_agent(&mut self.vm)?;
+                self.clear_stop_times()?;
                 self.cluster.set_desired(&to.name())?;
             }
             Phase::AfterReboot => {
@@ -122,12 +123,14 @@ impl PowercutNode {
                 self.vm.next_boot_kargs(&[HOLD_KARG]);
                 self.vm.wait_for_reboot(self.budget(REACH))?;
                 guest::set_failpoints(&mut self.vm, Some(&point.hold_spec()))?;
+                self.clear_stop_times()?;
                 guest::release_agent(&mut self.vm)?;
             }
             Phase::Rollback => bail!("no stops are planned in a rollback"),
         }
+        // Nothing runs in the guest from here to the stop: at `engine::reboot-requested` the
+        // reboot is already under way.
         self.wait_at(point)?;
-        self.vm.run(&format!("rm -f {STOP_TIMES}"))?;
         // Held after it asked for its reboot, the agent is stopped by that reboot itself.
         let own_reboot = point.name == "engine::reboot-requested";
         if own_reboot {
@@ -157,6 +160,15 @@ impl PowercutNode {
         Ok(format!(
             "stopped in {took:.2?}{by}; converged after {reboots} reboot(s)"
         ))
+    }
+
+    /// Forgets the stops timed so far (the agent's restart for this update among them): the
+    /// next one timed is the stop under test.
+    fn clear_stop_times(&mut self) -> Result<()> {
+        self.vm
+            .run(&format!("rm -f {STOP_TIMES}"))
+            .context("clearing the stop times")?;
+        Ok(())
     }
 
     /// The last stop's time, from SIGTERM to the agent gone, checked: systemd's result is
