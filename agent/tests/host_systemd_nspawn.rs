@@ -339,3 +339,65 @@ async fn child_uses_the_system_bus_address() {
         "enabled"
     );
 }
+
+/// The shipped unit's restart lines bring the agent back after it exits with 75 (it stopped
+/// for a restart: the cluster's feature gates changed), without counting a failure. The unit
+/// here has the shipped `Restart=`, `SuccessExitStatus=` and `RestartForceExitStatus=` lines
+/// (read from `units/mco-agent.service`) around a program that exits 75 once; `RestartSec=` is
+/// shortened so the test does not wait the shipped 10 s.
+#[tokio::test]
+async fn the_shipped_unit_restarts_the_agent_after_exit_75() {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../units/mco-agent.service"
+    ))
+    .unwrap();
+    let restart_lines: Vec<&str> = shipped
+        .lines()
+        .filter(|l| {
+            ["Restart=", "SuccessExitStatus=", "RestartForceExitStatus="]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+        .collect();
+    assert_eq!(
+        restart_lines.len(),
+        3,
+        "units/mco-agent.service: {restart_lines:?}"
+    );
+    let container = boot();
+    let systemd = systemd_of(&container).await;
+    let unit = "mco-exit75.service";
+    container
+        .write_file(
+            &format!("/etc/systemd/system/{unit}"),
+            &format!(
+                "[Service]\nExecStart=/bin/sh -c 'if [ -e /run/exited-75 ]; then exec sleep infinity; fi; touch /run/exited-75; exit 75'\n{}\nRestartSec=100ms\n",
+                restart_lines.join("\n")
+            ),
+        )
+        .expect("unit file");
+    systemd.daemon_reload().await.expect("daemon-reload");
+    systemd.start_unit(unit).await.expect("start");
+    let start = std::time::Instant::now();
+    loop {
+        let restarts = show(&container, unit, "NRestarts");
+        let state = show(&container, unit, "SubState");
+        if restarts == "1" && state == "running" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out after 30 s waiting for {unit} to be restarted once and run: NRestarts={restarts} SubState={state}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(show(&container, unit, "Result"), "success");
+    assert_eq!(
+        container
+            .run(&["sh", "-c", "systemctl is-failed mco-exit75.service || true"])
+            .unwrap()
+            .trim(),
+        "active"
+    );
+}
