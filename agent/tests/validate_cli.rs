@@ -76,10 +76,11 @@ fn every_mismatch_is_reported_first_line_mcd_compatible() {
     );
     assert!(lines[1].starts_with(r#"mode mismatch for file: "/etc/a.conf"; expected: -rw-r--r--/420/0644; received: -rwxr-xr-x/493/0755 (expected: mode 0644, 6 bytes, sha256 "#));
     assert!(lines[1].contains("; found: mode 0755, 6 bytes, sha256 "));
-    assert!(lines[2].starts_with(
-        r#"content mismatch for file "/etc/b.conf" (expected: mode 0600, 7 bytes, sha256 "#
-    ));
-    assert!(lines[2].contains("; found: mode 0600, 8 bytes, sha256 "));
+    // no digest of a file only root may read
+    assert_eq!(
+        lines[2],
+        r#"content mismatch for file "/etc/b.conf" (expected: mode 0600, 7 bytes; found: mode 0600, 8 bytes)"#
+    );
     assert_eq!(
         lines[3],
         r#"state validation: error while evaluation symlink for path "/etc/systemd/system/m.service": lstat /etc/systemd/system/m.service: no such file or directory (expected: symlink, -> /dev/null; found: nothing)"#

@@ -19,8 +19,11 @@ use crate::ignition::hash::{HashFunction, parse_hash};
 use crate::ignition::{File, Resource};
 use crate::source::Source;
 
-/// Upper bound on a decompressed resource, so a gzip bomb cannot exhaust the node's memory.
-pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
+/// Upper bound on a decompressed resource (128 MiB), so a gzip bomb cannot exhaust the node's
+/// memory: well below the agent unit's `MemoryMax=1G`, since a file is held whole where the
+/// MCD's rules compare or hash it (a MachineConfig, an etcd object of at most ~1.5 MiB, holds
+/// no honest file near this). `tests/bench/gzip_bomb.sh` measures the peak.
+pub const MAX_DECOMPRESSED_BYTES: u64 = 128 << 20;
 
 /// Why a file's contents could not be decoded. Every variant names the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,15 +132,21 @@ pub fn decode_resource(what: &str, res: &Resource) -> Result<Vec<u8>, DecodeErro
     Ok(data)
 }
 
+/// Decompresses in two passes: the first streams to nowhere and counts, so a bomb is refused at
+/// the cap having held nothing but the decoder's window; only a stream under the cap is then
+/// decompressed into memory, into a buffer of its exact size.
 fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let mut reader = flate2::read::MultiGzDecoder::new(data).take(MAX_DECOMPRESSED_BYTES + 1);
-    reader.read_to_end(&mut out).map_err(|e| e.to_string())?;
-    if out.len() as u64 > MAX_DECOMPRESSED_BYTES {
+    let mut counting = flate2::read::MultiGzDecoder::new(data).take(MAX_DECOMPRESSED_BYTES + 1);
+    let size = std::io::copy(&mut counting, &mut std::io::sink()).map_err(|e| e.to_string())?;
+    if size > MAX_DECOMPRESSED_BYTES {
         return Err(format!(
             "decompressed size exceeds {MAX_DECOMPRESSED_BYTES} bytes"
         ));
     }
+    let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    flate2::read::MultiGzDecoder::new(data)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
     Ok(out)
 }
 
@@ -177,6 +186,42 @@ mod tests {
             verification: Verification { hash },
             ..Resource::default()
         }
+    }
+
+    /// The cap is well below the agent unit's `MemoryMax=1G` (a file is held whole where it is
+    /// compared): a file one byte over it is refused, one at it decodes, whole or streamed.
+    #[test]
+    fn gzip_beyond_the_cap_is_refused() {
+        const {
+            assert!(
+                MAX_DECOMPRESSED_BYTES <= 128 << 20,
+                "the cap stays a small share of 1 GiB"
+            )
+        };
+        let cap = usize::try_from(MAX_DECOMPRESSED_BYTES).unwrap();
+        let url = |len: usize| {
+            let gz = gzip(&vec![0u8; len]);
+            format!(
+                "data:;base64,{}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, gz)
+            )
+        };
+        let over = res(Some(url(cap + 1)), Some("gzip"), None);
+        assert_eq!(
+            decode_resource("/etc/bomb", &over).unwrap_err().to_string(),
+            format!(
+                "couldn't decode file \"/etc/bomb\": failed decompressing: decompressed size exceeds {cap} bytes"
+            )
+        );
+        let at = res(Some(url(cap)), Some("gzip"), None);
+        assert_eq!(decode_resource("/etc/big", &at).unwrap().len(), cap);
+        let file = File {
+            path: "/etc/bomb".into(),
+            contents: over,
+            ..File::default()
+        };
+        let mut streamed = crate::ContentsReader::new(&file).unwrap();
+        assert!(std::io::copy(&mut streamed, &mut std::io::sink()).is_err());
     }
 
     #[test]

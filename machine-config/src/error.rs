@@ -144,12 +144,15 @@ pub(crate) fn serde_issue(err: crate::tracked::PathError, root: &serde_json::Val
     let long = value
         .and_then(serde_json::Value::as_str)
         .is_some_and(|s| s.len() > MAX_QUOTED);
-    if !secret && !long {
+    let container = expects_container(expected);
+    if !secret && !container && !long {
         return Issue::new(path, format!("{subject}{message}"));
     }
     let what = value.map_or_else(|| "a value".to_string(), describe_value);
     let withheld = if secret {
         " (not shown: the field may hold a secret)"
+    } else if container {
+        " (not shown: it may hold what the list or object would, a file or a key)"
     } else {
         ""
     };
@@ -180,6 +183,16 @@ pub(crate) fn entry_subject(
         "groups" => format!("group {}", field("name")?),
         _ => return None,
     })
+}
+
+/// Whether serde's `expected` names a list or an object: a value found in its place (a unit's
+/// `dropins` given as the drop-in's text, `sshAuthorizedKeys` as one key, `storage.files` as a
+/// file's contents) may hold what the container would, so it is never quoted, whatever field.
+fn expects_container(expected: &str) -> bool {
+    expected.contains("sequence")
+        || expected.contains("map")
+        || expected.starts_with("struct ")
+        || expected.starts_with("tuple")
 }
 
 /// `invalid type: X, expected Y` → (`invalid type`, `Y`). `Y` comes from the type being

@@ -53,6 +53,33 @@ struct Mirror {
     pull_from_mirror: String,
 }
 
+/// A TOML error as where and what, without the excerpt of the file that `toml`'s own message
+/// quotes and without the quoted values its message may hold (`invalid type: string "…"`):
+/// a registries.conf line may hold a mirror's credentials (`location = "user:pass@host"`).
+fn toml_error_without_values(text: &str, e: &toml::de::Error) -> String {
+    let mut message = String::new();
+    let mut quoted = false;
+    for c in e.message().trim().chars() {
+        if c == '"' {
+            if !quoted {
+                message.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            message.push(c);
+        }
+    }
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 /// The registries of one file, keyed by prefix (or location).
 struct Conf {
     search: Vec<String>,
@@ -60,8 +87,12 @@ struct Conf {
 }
 
 fn parse(text: &str) -> Result<Conf, String> {
-    let file: File = toml::from_str(text)
-        .map_err(|e| format!("failed decoding TOML content from file {REGISTRIES_CONF}: {e}"))?;
+    let file: File = toml::from_str(text).map_err(|e| {
+        format!(
+            "failed decoding TOML content from file {REGISTRIES_CONF}: {}",
+            toml_error_without_values(text, &e)
+        )
+    })?;
     let mut search = file.unqualified_search_registries;
     let mut list = file.registry;
     if let Some(v1) = file.registries {
@@ -409,6 +440,31 @@ pull-from-mirror = "digest-only"
                 "want {want}"
             );
         }
+    }
+
+    #[test]
+    fn a_parse_error_shows_no_line_and_no_value() {
+        let secret = "mirror-user:hunter2@mirror.example";
+        for text in [
+            format!(
+                "[[registry]]\nlocation = \"{secret}\"\nmirror = [ {{ location = \"{secret}\" \n"
+            ),
+            format!("unqualified-search-registries = \"{secret}\"\n"),
+            format!(
+                "[[registry]]\nprefix = \"x\"\nlocation = \"{secret}\"\ninsecure = \"{secret}\"\n"
+            ),
+        ] {
+            let e = unsafe_change(&text, "").unwrap_err();
+            assert!(
+                e.starts_with(
+                    "failed decoding TOML content from file /etc/containers/registries.conf: line "
+                ),
+                "{e}"
+            );
+            assert!(!e.contains("hunter2") && !e.contains("mirror-user"), "{e}");
+        }
+        let e = unsafe_change("search = 1\n[[registry]\n", "").unwrap_err();
+        assert!(e.contains(": line 2, column "), "{e}");
     }
 
     #[test]

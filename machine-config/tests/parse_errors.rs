@@ -62,6 +62,39 @@ fn wrong_types_in_secret_fields_are_described_not_quoted() {
     }
 }
 
+/// A value where a list or an object is expected, in any field, is described, never quoted: it
+/// may hold what the container would (a drop-in's text, a key, a file's contents).
+#[test]
+fn a_value_in_place_of_a_list_or_object_is_described_not_quoted() {
+    let cases = [
+        (
+            json!({"ignition": {"version": "3.2.0"}, "systemd": {"units": [{"name": "a.service", "dropins": SECRET}]}}),
+            "$.systemd.units.0.dropins: unit \"a.service\": invalid type: a string of 17 bytes (not shown: it may hold what the list or object would, a file or a key), expected a sequence",
+        ),
+        (
+            json!({"ignition": {"version": "3.2.0"}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": SECRET}]}}),
+            "$.passwd.users.0.sshAuthorizedKeys: user \"core\": invalid type: a string of 17 bytes (not shown: it may hold what the list or object would, a file or a key), expected a sequence",
+        ),
+        (
+            json!({"ignition": {"version": "3.2.0"}, "storage": {"files": SECRET}}),
+            "$.storage.files: invalid type: a string of 17 bytes (not shown: it may hold what the list or object would, a file or a key), expected a sequence",
+        ),
+        (
+            json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [SECRET]}}),
+            "$.storage.files.0: invalid type: a string of 17 bytes (not shown: it may hold what the list or object would, a file or a key), expected struct File",
+        ),
+        (
+            json!({"ignition": {"version": "2.2.0"}, "systemd": {"units": [{"name": "a.service", "dropins": SECRET}]}}),
+            "$.systemd.units.0.dropins: unit \"a.service\": invalid type: a string of 17 bytes (not shown: it may hold what the list or object would, a file or a key), expected a sequence",
+        ),
+    ];
+    for (config, want) in cases {
+        let got = error_of(config.clone());
+        assert_eq!(got, want, "{config}");
+        assert!(!got.contains(SECRET));
+    }
+}
+
 /// Other fields keep serde's message, with their culprit; a hostile, long value is described.
 #[test]
 fn wrong_types_elsewhere_name_the_value() {

@@ -10,7 +10,7 @@ use machine_config::ignition::PasswdUser;
 use machine_config::{Config, File};
 
 use super::go_quote;
-use super::report::{Facts, Mismatch, MismatchKind, octal, sha256_hex};
+use super::report::{Facts, Mismatch, MismatchKind, octal, public_digest, sha256_hex};
 use crate::apply::authorized_keys_path;
 use crate::rootfs::accounts::{Accounts, User};
 use crate::rootfs::{Owner, Root, shadow};
@@ -186,7 +186,7 @@ pub(super) fn check_core(
                 kind: Some("file"),
                 mode: Some(octal(info.permissions())),
                 size: Some(bytes.len() as u64),
-                sha256: Some(sha256_hex(&bytes)),
+                sha256: public_digest(info.permissions(), || sha256_hex(&bytes)),
                 owner: Some(format!("{}:{}", info.owner.uid, info.owner.gid)),
                 ..Facts::default()
             };

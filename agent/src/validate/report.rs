@@ -30,7 +30,9 @@ pub enum MismatchKind {
 }
 
 /// Facts about one side of a comparison (what the config wants, or what is on disk). Never
-/// contents: sizes and hashes only.
+/// contents: sizes and hashes only, and a hash only of a file every user may read (an unsalted
+/// digest of a short secret, a token or a password file, is as good as the secret to whoever
+/// can guess it: the output of `validate` and `recover` reaches logs, Events and tickets).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Facts {
     /// `file`, `directory`, `symlink`, `other`.
@@ -42,7 +44,7 @@ pub struct Facts {
     /// Size in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-    /// SHA-256 of the contents, hex.
+    /// SHA-256 of the contents, hex; only for a file others may read ([`public_digest`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// Symlink target.
@@ -63,7 +65,7 @@ impl Facts {
             kind: Some("file"),
             mode: Some(octal(mode)),
             size: Some(contents.len() as u64),
-            sha256: Some(sha256_hex(contents)),
+            sha256: public_digest(mode, || sha256_hex(contents)),
             ..Facts::default()
         }
     }
@@ -74,7 +76,7 @@ impl Facts {
             kind: Some("file"),
             mode: Some(octal(mode)),
             size: Some(size),
-            sha256: Some(sha256),
+            sha256: public_digest(mode, || sha256),
             ..Facts::default()
         }
     }
@@ -186,6 +188,11 @@ pub fn octal(mode: u32) -> String {
 }
 
 /// Hex SHA-256.
+/// The digest of a file with permission bits `mode`, only when others may read it.
+pub fn public_digest(mode: u32, digest: impl FnOnce() -> String) -> Option<String> {
+    (mode & 0o004 != 0).then(digest)
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
