@@ -51,10 +51,10 @@ fi
 if [ -n "$prebuilt" ]; then
   artifacts=$top/artifacts
   mkdir -p "$artifacts"
-  for bin in mco-agent mco-firstboot mco-sysroot-status mco-docgen; do
+  for bin in mco-agent mco-firstboot mco-sysroot-status kubectl-mco mco-docgen; do
     [ -x "$prebuilt/$bin" ] || die "$prebuilt/$bin: missing (build it first)"
   done
-  cp "$prebuilt/mco-agent" "$prebuilt/mco-firstboot" "$prebuilt/mco-sysroot-status" "$artifacts/"
+  cp "$prebuilt/mco-agent" "$prebuilt/mco-firstboot" "$prebuilt/mco-sysroot-status" "$prebuilt/kubectl-mco" "$artifacts/"
   "$ROOT/selinux/build.sh" "$artifacts"
   "$prebuilt/mco-docgen" "$ROOT/docs/man" "$artifacts/docs" >/dev/null
   args+=(--define "mco_prebuilt $artifacts")

@@ -3,7 +3,7 @@
 # `rpm -qlp` lists, the scriptlets and dependencies, and installs them into a temporary
 # `rpm --root` (--nodeps --noscripts: the root has no rpm-ostree or systemd), then verifies them.
 # usage: rpm-spec/check.sh      (after `cargo build -p mco-agent -p mco-firstboot
-#                                 -p mco-sysroot-status -p mco-docgen`)
+#                                 -p mco-sysroot-status -p kubectl-mco -p mco-docgen`)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -15,6 +15,7 @@ fail() { echo "rpm-spec/check.sh: FAIL: $*" >&2; exit 1; }
 "$HERE/build.sh" "$work/rpms" --prebuilt "$TARGET/debug" >/dev/null
 main=$(ls "$work"/rpms/mco-agent-[0-9]*.x86_64.rpm)
 selinux=$(ls "$work"/rpms/mco-agent-selinux-[0-9]*.noarch.rpm)
+plugin=$(ls "$work"/rpms/kubectl-mco-[0-9]*.x86_64.rpm)
 
 checks=0
 # lists RPM PATH...: rpm -qlp RPM lists every PATH
@@ -32,6 +33,7 @@ lists "$main" /usr/bin/mco-agent /usr/libexec/mco-firstboot /usr/libexec/mco-sys
   /usr/lib/systemd/system-preset/80-mco-agent.preset /usr/lib/tmpfiles.d/mco-agent.conf \
   /usr/lib/mco-agent/config.d /etc/mco-agent/config.d \
   /usr/share/licenses/mco-agent/LICENSE
+lists "$plugin" /usr/bin/kubectl-mco
 lists "$selinux" /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 \
   /usr/share/selinux/devel/include/distributed/mco_agent.if
 
@@ -58,11 +60,11 @@ r=$work/root
 quiet=()
 [ -f /etc/debian_version ] && quiet=(--force-debian) # Debian's rpm warns against installing
 rpm --root "$r" --dbpath /usr/lib/sysimage/rpm --initdb
-rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -i --nodeps --noscripts "${quiet[@]}" "$main" "$selinux" ||
+rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -i --nodeps --noscripts "${quiet[@]}" "$main" "$selinux" "$plugin" ||
   fail "the RPMs do not install"
-rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -V --nodeps mco-agent mco-agent-selinux ||
+rpm --root "$r" --dbpath /usr/lib/sysimage/rpm -V --nodeps mco-agent mco-agent-selinux kubectl-mco ||
   fail "rpm -V reports changed files"
-[ -x "$r/usr/bin/mco-agent" ] && [ -x "$r/usr/libexec/mco-firstboot" ] &&
+[ -x "$r/usr/bin/mco-agent" ] && [ -x "$r/usr/libexec/mco-firstboot" ] && [ -x "$r/usr/bin/kubectl-mco" ] &&
   [ -x "$r/usr/libexec/mco-sysroot-status" ] || fail "binaries not executable"
 cmp -s "$r/usr/lib/systemd/system/mco-agent.service" "$ROOT/units/mco-agent.service" ||
   fail "the packaged mco-agent.service differs from units/"

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status
 # the man page and completion generator, on its own as the spec builds it
 cargo build -q -p mco-docgen
+# the kubectl plugin's package (built on its own, as the spec builds it)
+cargo build -q -p kubectl-mco
 units/check.sh
 selinux/check.sh
 rpm-spec/check.sh

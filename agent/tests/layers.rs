@@ -189,6 +189,7 @@ const CRATE_LAYERS: &[(&str, u8)] = &[
     ("mco-kube", 1),
     ("mco-agent", 2),
     ("mco-companion", 2),
+    ("kubectl-mco", 2),
     ("mco-firstboot", 3),
     ("mco-sysroot-status", 3),
     ("mco-docgen", 4),

@@ -10,6 +10,8 @@
 //!   drain controller's); [`DrainMode::Controller`] hands draining to a drain controller through
 //!   `desiredDrain`/`lastAppliedDrain` instead.
 //! - [`events`]: core/v1 Events with the MCD's reasons and source.
+//! - [`fleet`]: the pools and nodes as `kubectl mco status` and the companion's status page
+//!   show them (one reader for both).
 //! - [`objects`]: the Pod and Node as the drain reads them (the fields it uses; read-only).
 //! - [`kube_mcn`]: the node's MachineConfigNode read, created and patched (what its conditions
 //!   say is the agent's business); the object each write returns is kept, so the next write
@@ -30,6 +32,7 @@ pub mod error;
 pub mod events;
 #[cfg(any(test, feature = "fakes"))]
 mod fake;
+pub mod fleet;
 mod handshake;
 pub mod kube_mcn;
 mod kube_node;

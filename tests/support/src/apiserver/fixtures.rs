@@ -118,3 +118,108 @@ pub fn pdb(namespace: &str, name: &str, match_labels: &[(&str, &str)], budget: V
 pub fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
+
+/// A fleet in the middle of a rollout, for `kubectl mco` and the companion's status page: pools
+/// `master` (updated) and `worker` (moving from `rendered-worker-1` to `rendered-worker-2`):
+/// `worker-0` updated, `worker-1` draining and held by PodDisruptionBudget `db` on pod
+/// `app/db-0` (its MachineConfigNode at `Drained`), `worker-2` Degraded; an MCD event.
+pub fn rollout_in_progress() -> Vec<Value> {
+    const A: &str = "machineconfiguration.openshift.io/";
+    let pool = |name: &str, current: &str, target: &str, counts: [i64; 4], conditions: Value| {
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigPool",
+            "metadata": {"name": name},
+            "spec": {
+                "configuration": {"name": target},
+                "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}},
+                "paused": false,
+            },
+            "status": {
+                "configuration": {"name": current},
+                "machineCount": counts[0], "readyMachineCount": counts[1],
+                "updatedMachineCount": counts[2], "degradedMachineCount": counts[3],
+                "unavailableMachineCount": counts[0] - counts[1],
+                "conditions": conditions,
+            },
+        })
+    };
+    let node = |name: &str, role: &str, annotations: Value| {
+        let mut node = self::node(name);
+        node["metadata"]["labels"] = json!({
+            "kubernetes.io/hostname": name,
+            format!("node-role.kubernetes.io/{role}"): "",
+        });
+        node["metadata"]["annotations"] = annotations;
+        node
+    };
+    let drain = "failed to drain node worker-1 after 10m0s: pod app/db-0: eviction refused by PodDisruptionBudget \"db\" (Cannot evict pod as it would violate the pod's disruption budget.)";
+    vec![
+        pool(
+            "master",
+            "rendered-master-1",
+            "rendered-master-1",
+            [1, 1, 1, 0],
+            json!([{"type": "Updated", "status": "True"}, {"type": "Updating", "status": "False"}]),
+        ),
+        pool(
+            "worker",
+            "rendered-worker-1",
+            "rendered-worker-2",
+            [3, 1, 1, 1],
+            json!([
+                {"type": "Updated", "status": "False"},
+                {"type": "Updating", "status": "True"},
+                {"type": "NodeDegraded", "status": "True", "reason": "1 nodes are reporting degraded status on sync", "message": "Node worker-2 is reporting: \"unexpected on-disk state validating against rendered-worker-2: content mismatch for file \\\"/etc/chrony.conf\\\"\""},
+            ]),
+        ),
+        node(
+            "master-0",
+            "master",
+            json!({format!("{A}currentConfig"): "rendered-master-1", format!("{A}desiredConfig"): "rendered-master-1", format!("{A}state"): "Done"}),
+        ),
+        node(
+            "worker-0",
+            "worker",
+            json!({format!("{A}currentConfig"): "rendered-worker-2", format!("{A}desiredConfig"): "rendered-worker-2", format!("{A}state"): "Done"}),
+        ),
+        node(
+            "worker-1",
+            "worker",
+            json!({format!("{A}currentConfig"): "rendered-worker-1", format!("{A}desiredConfig"): "rendered-worker-2", format!("{A}state"): "Working"}),
+        ),
+        node(
+            "worker-2",
+            "worker",
+            json!({format!("{A}currentConfig"): "rendered-worker-1", format!("{A}desiredConfig"): "rendered-worker-2", format!("{A}state"): "Degraded",
+                   format!("{A}reason"): "unexpected on-disk state validating against rendered-worker-2: content mismatch for file \"/etc/chrony.conf\""}),
+        ),
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigNode",
+            "metadata": {"name": "worker-1"},
+            "spec": {"node": {"name": "worker-1"}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-2"}},
+            "status": {
+                "configVersion": {"current": "rendered-worker-1", "desired": "rendered-worker-2"},
+                "conditions": [
+                    {"type": "UpdatePrepared", "status": "True", "reason": "UpdatePrepared", "message": "", "lastTransitionTime": "2026-01-01T10:00:00Z"},
+                    {"type": "Cordoned", "status": "True", "reason": "UpdateExecutedCordoned", "message": "Cordoned node", "lastTransitionTime": "2026-01-01T10:00:01Z"},
+                    {"type": "Drained", "status": "Unknown", "reason": "UpdateExecutedDrained", "message": drain, "lastTransitionTime": "2026-01-01T10:00:02Z"},
+                ],
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "worker-1.drain", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": "worker-1"},
+            "reason": "Drain",
+            "message": "Draining node to update config.",
+            "type": "Normal",
+            "source": {"component": "machineconfigdaemon", "host": "worker-1"},
+            "firstTimestamp": "2026-01-01T10:00:02Z",
+            "lastTimestamp": "2026-01-01T10:00:02Z",
+            "count": 1,
+        }),
+    ]
+}
