@@ -318,3 +318,36 @@ async fn rollback_makes_the_previous_deployment_the_default() {
     assert!(!env.default_kargs().contains(&"mco.new=1".to_string()));
     env.stop().await;
 }
+
+/// The stand-in's task that accepts a client's connection to a transaction can be descheduled
+/// (a loaded machine) between the handshake and adding the client as a peer, while the client
+/// calls `Start()` and a short job finishes: `Finished` must still reach that client. Before the
+/// stand-in added the caller of `Start()` as a peer, it went to no one and the client waited
+/// until its timeout (`os_kargs` hung so under load); pinned with `peer_setup_delay`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_reaches_a_client_that_starts_before_it_is_registered() {
+    let env = Env::start(EnvOptions {
+        peer_setup_delay: Duration::from_secs(3),
+        ..Default::default()
+    })
+    .await;
+    let os = env
+        .client_with(ClientConfig {
+            transaction_timeout: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .await;
+    let change = KargsChange::from_argv(&["--append=nosmt"]).unwrap();
+    let outcome = os
+        .kernel_args(None, &change)
+        .await
+        .expect("KernelArgs: the transaction's Finished signal");
+    assert!(outcome.started_here);
+    assert!(
+        env.default_kargs().iter().any(|a| a == "nosmt"),
+        "{:?}",
+        env.default_kargs()
+    );
+    os.close().await.unwrap();
+    env.stop().await;
+}

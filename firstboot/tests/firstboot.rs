@@ -42,6 +42,7 @@ impl Node {
                 image_map: Some(image_map),
                 auth: Default::default(),
                 txn_delay: std::time::Duration::ZERO,
+                peer_setup_delay: std::time::Duration::ZERO,
             },
             bus.connect().await.unwrap(),
         )

@@ -32,6 +32,8 @@ pub struct Env {
 pub struct EnvOptions<'a> {
     pub kargs: &'a [&'a str],
     pub txn_delay: Duration,
+    /// The stand-in's `peer_setup_delay` (a descheduled accepting task, pinned).
+    pub peer_setup_delay: Duration,
     /// Run the stand-in in the booted simulation, as this ignored test of the current test
     /// binary (which calls [`booted_standin_main`]).
     pub booted: Option<&'a str>,
@@ -47,6 +49,7 @@ impl Default for EnvOptions<'_> {
         EnvOptions {
             kargs: BASE_KARGS,
             txn_delay: Duration::ZERO,
+            peer_setup_delay: Duration::ZERO,
             booted: None,
             auth_required: &[],
             auth_root: None,
@@ -74,6 +77,7 @@ pub async fn booted_standin_main() {
         image_map: var(IMAGE_MAP_ENV),
         auth: Default::default(),
         txn_delay: Duration::ZERO,
+        peer_setup_delay: Duration::ZERO,
     })
     .await
     .expect("the booted rpm-ostree stand-in");
@@ -124,6 +128,7 @@ impl Env {
                             required: opts.auth_required.iter().map(|r| r.to_string()).collect(),
                         },
                         txn_delay: opts.txn_delay,
+                        peer_setup_delay: opts.peer_setup_delay,
                     },
                     conn,
                 )

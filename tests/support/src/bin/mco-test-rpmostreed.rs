@@ -64,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
         run_dir,
         image_map: args.image_map,
         txn_delay: args.txn_delay,
+        peer_setup_delay: Duration::ZERO,
     })
     .await
 }

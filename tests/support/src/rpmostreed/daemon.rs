@@ -39,6 +39,10 @@ pub struct Config {
     /// A test knob: each job pretends to download for this long first, emitting
     /// `PercentProgress`, so tests can act while a transaction runs. Zero by default.
     pub txn_delay: Duration,
+    /// A test knob: the task that accepts a client's connection to a transaction waits this
+    /// long before adding the client as a peer, as a descheduled thread on a loaded machine
+    /// can (the client may call `Start()` in between). Zero by default.
+    pub peer_setup_delay: Duration,
 }
 
 /// The per-OS object path, escaped as rpm-ostree escapes it (`-` and `/` become `_`, other

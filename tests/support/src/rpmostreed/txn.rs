@@ -15,7 +15,7 @@
 //! closes, the sysroot's `ActiveTransaction`/`ActiveTransactionPath` name it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -58,7 +58,8 @@ enum State {
 
 struct Inner {
     state: State,
-    peers: Vec<(u64, Connection)>,
+    /// The connected clients, by their connection's server GUID (one generated per client).
+    peers: Vec<(String, Connection)>,
     control: Option<std::sync::mpsc::Sender<Control>>,
     tasks: Vec<JoinHandle<()>>,
     watcher: Option<JoinHandle<()>>,
@@ -76,7 +77,6 @@ pub struct Txn {
     title: Mutex<String>,
     socket_path: PathBuf,
     cancel: Arc<AtomicBool>,
-    next_peer: AtomicU64,
     inner: Mutex<Inner>,
     shared: Weak<Shared>,
 }
@@ -115,7 +115,6 @@ impl Txn {
             title: Mutex::new(req.title),
             socket_path,
             cancel,
-            next_peer: AtomicU64::new(0),
             inner: Mutex::new(Inner {
                 state: State::Created,
                 peers: Vec::new(),
@@ -149,10 +148,19 @@ impl Txn {
         self.inner.lock().expect("txn lock").state == State::Closed
     }
 
-    /// `Start()`: returns whether this call started it, and the `Finished` arguments to send
-    /// again if it has already finished.
-    fn start(&self) -> (bool, Option<(bool, String)>) {
+    /// `Start()` from the client on `conn`: returns whether this call started it, and the
+    /// `Finished` arguments to send again if it has already finished.
+    ///
+    /// The caller becomes a peer here, under the lock that starts the job, if the task that
+    /// accepted its connection has not added it yet: that task runs on its own and, on a loaded
+    /// machine, can be descheduled between the handshake and adding the peer while the client
+    /// calls `Start()` and a short job finishes; `Finished` then went to every peer but this
+    /// client, which waited for it until its timeout (the os_kargs hang under load).
+    fn start(&self, conn: &Connection) -> (bool, Option<(bool, String)>) {
         let mut inner = self.inner.lock().expect("txn lock");
+        if inner.state != State::Closed {
+            add_peer(&mut inner.peers, conn);
+        }
         match &inner.state {
             State::Created => {
                 inner.state = State::Started;
@@ -304,7 +312,7 @@ impl TxnIface {
         let Some(txn) = self.txn.upgrade() else {
             return false;
         };
-        let (started, finished) = txn.start();
+        let (started, finished) = txn.start(conn);
         if let Some((success, message)) = finished {
             let conn = conn.clone();
             tokio::spawn(async move {
@@ -351,25 +359,34 @@ async fn accept_loop(txn: Weak<Txn>, listener: tokio::net::UnixListener) {
                 }
             };
             let Some(t) = weak.upgrade() else { return };
-            let peer = t.next_peer.fetch_add(1, Ordering::SeqCst);
-            t.inner
-                .lock()
-                .expect("txn lock")
-                .peers
-                .push((peer, conn.clone()));
+            let delay = t.shared.upgrade().map(|s| s.config.peer_setup_delay);
+            if let Some(delay) = delay.filter(|d| !d.is_zero()) {
+                tokio::time::sleep(delay).await;
+            }
+            add_peer(&mut t.inner.lock().expect("txn lock").peers, &conn);
             tracing::info!(txn = t.id, "Process connected to transaction progress");
             drop(t);
             conn.closed().await;
             if let Some(t) = weak.upgrade() {
+                let key = conn.server_guid().to_string();
                 t.inner
                     .lock()
                     .expect("txn lock")
                     .peers
-                    .retain(|(id, _)| *id != peer);
+                    .retain(|(id, _)| *id != key);
                 tracing::info!(txn = t.id, "Process disconnected from transaction progress");
                 t.maybe_close().await;
             }
         });
+    }
+}
+
+/// Adds the client on `conn` to `peers` unless it is there already (the accepting task and
+/// `Start()` both add it, whichever comes first).
+fn add_peer(peers: &mut Vec<(String, Connection)>, conn: &Connection) {
+    let key = conn.server_guid().to_string();
+    if !peers.iter().any(|(id, _)| *id == key) {
+        peers.push((key, conn.clone()));
     }
 }
 
