@@ -7,26 +7,69 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each stage's wall time, printed as it ends and summed up at the end: the whole run has a
-# 45-minute budget (docs/testing.md), and this says where it goes.
+# Each stage's output goes to its own log, target/test-logs/STAGE.log (a foreground stage's is
+# on the terminal too), and its wall time is printed as it ends and in a table at the end: the
+# whole run has a 30-minute budget on 2 cores (docs/testing.md), and this says where it goes.
+# Two stages run in the background beside the others, their output in their logs only: the VM
+# suite (its guests wait on I/O much of the time) and the fuzzing smoke run (its build niced).
+# A failure names the stage and prints its log's tail.
+logs=target/test-logs
 timings=()
 current=
+declare -A bg_pid=() bg_start=()
 stage() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS rc=0
   shift
   current=$name
-  "$@"
+  # errexit off around the pipeline (tee must not hide the status) and on inside the stage
+  set +e
+  (set -e; "$@") 2>&1 | tee "$logs/$name.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || exit "$rc"
   timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
   echo "tests/run.sh: stage '$name' took $((SECONDS - start)) s"
   current=
 }
+# bg_stage NAME COMMAND...: starts COMMAND (a program) in its own session, so that a failure
+# elsewhere ends it and everything it started (qemu, fuzzers); `collect NAME` waits for it.
+bg_stage() {
+  local name=$1
+  shift
+  rm -f "$logs/$name.status"
+  bg_start[$name]=$SECONDS
+  setsid bash -c 'start=$SECONDS; rc=0; "$@" || rc=$?; echo "$rc $((SECONDS - start))" >"$0"; exit $rc' \
+    "$logs/$name.status" "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  bg_pid[$name]=$!
+  echo "tests/run.sh: stage '$name' started in the background (log: $logs/$name.log)"
+}
+collect() {
+  local name=$1 rc=0 status= took=
+  current=$name
+  echo "tests/run.sh: waiting for the background stage '$name' (log: $logs/$name.log)"
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
+  read -r status took <"$logs/$name.status" 2>/dev/null || { status=$rc; took=$((SECONDS - bg_start[$name])); }
+  timings+=("$(printf '%5d s  %s (background, from %d s to %d s)' "$took" "$name" \
+    "${bg_start[$name]}" $((bg_start[$name] + took)))")
+  echo "tests/run.sh: stage '$name' took $took s (background)"
+  [ "$rc" -eq 0 ] || exit "$rc"
+  current=
+}
 report_times() {
   local rc=$?
-  echo "tests/run.sh: stage times"
+  for name in "${!bg_pid[@]}"; do
+    kill -- "-${bg_pid[$name]}" 2>/dev/null && echo "tests/run.sh: stopped the background stage '$name'"
+  done
+  echo "tests/run.sh: stage times (wall; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
   printf '  %s\n' "${timings[@]}"
   echo "  total $SECONDS s"
   if [ $rc -ne 0 ]; then
-    echo "tests/run.sh: FAILED in stage '$current' (exit $rc)"
+    if [ -n "$current" ] && [ -s "$logs/$current.log" ]; then
+      echo "tests/run.sh: the last 60 lines of $logs/$current.log:"
+      tail -n 60 "$logs/$current.log" | sed 's/^/  | /'
+    fi
+    echo "tests/run.sh: FAILED in stage '$current' (exit $rc; log: $logs/$current.log)"
     free_space
   fi
 }
@@ -38,7 +81,7 @@ free_space() {
   echo "tests/run.sh: free space:"
   df -h --output=file,avail "$PWD/target" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/  /' || true
 }
-mkdir -p target
+mkdir -p "$logs"
 free_space
 
 stage setup tests/setup.sh
@@ -75,11 +118,47 @@ stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings
 stage clippy-failpoints cargo clippy -p mco-agent --features failpoints --all-targets -- -D warnings
 
-# The Debian rootfs the nspawn-tier tests boot (systemd, logind, journald in a container);
-# a no-op when current. The tests would build it themselves, but one at a time under a lock.
-if [ $skip_nspawn = no ]; then
-  stage rootfs-image tests/vm/build-image.sh rootfs
+# Every debug binary and test, once: the stages below reuse them (nextest, the demo, packaging,
+# the VM suite, the cluster tier). The VM suite gets its own copy of the binaries it installs in
+# guests (target/vm-bin), since the demo, crash-safety and packaging stages relink
+# target/debug/mco-agent with other features while it runs. No stage builds release.
+build() {
+  local bin=${CARGO_TARGET_DIR:-target}/debug vmbin=target/vm-bin
+  mkdir -p "$vmbin"
+  cargo build -q -p mco-agent --features failpoints --bins
+  install -m755 "$bin/mco-agent" "$vmbin/mco-agent-failpoints"
+  cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
+  for b in mco-agent mco-firstboot mco-sysroot-status mco-companion mco-test-rpmostreed; do
+    install -m755 "$bin/$b" "$vmbin/$b"
+  done
+  cargo build -q -p mco-vm-tests --tests
+  cargo nextest run --workspace --all-targets --no-run
+}
+stage build build
+
+# The Debian images: the rootfs the nspawn-tier tests boot (systemd, logind, journald in a
+# container), and the VM suite's kernel, initrd and disks; a no-op when current. The tests would
+# build the rootfs themselves, but one at a time under a lock.
+images=()
+[ $skip_nspawn = yes ] || images+=(rootfs)
+[ $skip_vm = yes ] || images=()  # no argument: every image the VM suite boots, the rootfs among them
+if [ $skip_nspawn = no ] || [ $skip_vm = no ]; then
+  stage images tests/vm/build-image.sh "${images[@]}"
 fi
+
+# qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest
+# (tests/vm/README.md), in the background from here on: nothing it needs is built any more.
+if [ $skip_vm = yes ]; then
+  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
+else
+  free_space
+  MCO_VM_BIN_DIR=$PWD/target/vm-bin bg_stage vm tests/vm/run.sh
+fi
+# Fuzzing smoke run: every fuzz target built on the stable toolchain (niced: it takes what the
+# other stages leave of the cores) and run for 10 s from its seeds (docs/fuzzing.md); a crash,
+# timeout or OOM fails here. Its instrumented build is its own target dir (target/fuzz), kept
+# between runs.
+bg_stage fuzz tests/fuzz.sh 10
 
 # Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
 if [ ${#left_out[@]} -gt 0 ]; then
@@ -101,23 +180,14 @@ stage demo demo
 # and stopped with SIGTERM at every step (it exits at once and converges after the next start).
 stage crash-safety cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-fail-fast
 
-# Fuzzing smoke run: every fuzz target built on the stable toolchain and run for 10 s from its
-# seeds (docs/fuzzing.md); a crash, timeout or OOM fails here.
-stage fuzz tests/fuzz.sh 10
+# Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
+# policy, RPM built by rpmbuild from the debug binaries and installed, Containerfile inputs, no
+# fake in the shipped binaries. (The spec's from-source %build: tests/packaging-from-source.sh.)
+stage packaging tests/packaging.sh
+
+collect fuzz
 # MCO_PRUNE=1 (.ci/run): the instrumented build (gigabytes) goes; the corpus stays.
 if [ "${MCO_PRUNE:-0}" = 1 ]; then
   find target/fuzz -mindepth 1 -maxdepth 1 ! -name corpus ! -name artifacts -exec rm -rf {} +
 fi
-
-# Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
-# policy, RPM build and install, Containerfile inputs, no fake in the shipped binaries.
-stage packaging tests/packaging.sh
-
-# qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest; after the
-# cargo tests so that no build competes with the VMs for the cores (tests/vm/README.md).
-if [ $skip_vm = yes ]; then
-  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
-else
-  free_space
-  stage vm tests/vm/run.sh
-fi
+[ $skip_vm = yes ] || collect vm

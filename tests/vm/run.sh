@@ -13,12 +13,20 @@ cd "$(dirname "$0")/../.."
 tests/vm/build-image.sh
 # the harness, and the binaries the scenarios install into the guests; the power-cut scenarios
 # install the agent built with its failpoints, kept under its own name (cargo writes both
-# builds to the same path)
-bin=${CARGO_TARGET_DIR:-target}/debug
+# builds to the same path). With MCO_VM_BIN_DIR set, the caller built the binaries and copied
+# them there (tests/run.sh does, so that the suite can run beside other stages' builds, which
+# rewrite target/debug/mco-agent with other features).
 cargo build -q -p mco-vm-tests --tests
-cargo build -q -p mco-agent --features failpoints --bins
-install -m755 "$bin/mco-agent" "$bin/mco-agent-failpoints"
-cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
+if [ -n "${MCO_VM_BIN_DIR:-}" ]; then
+  for b in mco-agent mco-agent-failpoints mco-firstboot mco-sysroot-status mco-companion mco-test-rpmostreed; do
+    [ -x "$MCO_VM_BIN_DIR/$b" ] || { echo "tests/vm/run.sh: MCO_VM_BIN_DIR=$MCO_VM_BIN_DIR has no $b" >&2; exit 1; }
+  done
+else
+  bin=${CARGO_TARGET_DIR:-target}/debug
+  cargo build -q -p mco-agent --features failpoints --bins
+  install -m755 "$bin/mco-agent" "$bin/mco-agent-failpoints"
+  cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
+fi
 # Left out of the default run, by name (run them by name): the long power-cut sequence, the
 # SIGTERM scenarios (agent/tests/stop.rs covers every step without a VM in tests/run.sh), and three
 # harness self-tests that every agent scenario goes through anyway (a boot to multi-user with
