@@ -33,6 +33,8 @@ packages=(
   containerd docker-registry apache2-utils skopeo
   # benchmarks
   nginx-light wrk openssl
+  # tests/flake-hunt.sh --stress: the test tiers repeated beside a CPU load
+  stress-ng
   # the docs' link check (tests/doc_links.py)
   python3
   # the hook tests' ansible-core venv (below)
