@@ -71,6 +71,9 @@ pub enum Released {
     Restored,
     /// The path was removed (no original existed, or none was recorded).
     Removed,
+    /// Left alone: no original and no stamp were recorded and the path is not a regular file
+    /// or symlink the agent could have written (a FIFO, socket, device or directory).
+    LeftAlone,
 }
 
 /// When a config stops managing `path`: put the original back, or remove the path.
@@ -87,8 +90,21 @@ pub fn restore_or_remove(root: &Root, path: &Path) -> Result<Released, RootError
         root.remove_file(&orig)?;
         return Ok(Released::Restored);
     }
-    root.remove_file(path)?;
-    Ok(Released::Removed)
+    // Nothing recorded (a file an older MCD wrote without a stamp is removed, as the MCD
+    // removes it): only what the agent could have written goes. A node the agent never wrote
+    // (a FIFO, socket or device, which a write refuses) is never removed, so a rollback after
+    // a failed write cannot delete what was there.
+    match root.lstat(path)? {
+        Some(info) if matches!(info.kind, FileKind::File | FileKind::Symlink) => {
+            root.remove_file(path)?;
+            Ok(Released::Removed)
+        }
+        Some(_) => {
+            tracing::warn!(path = %path.display(), "left alone: no original was recorded and it is not a file the agent writes");
+            Ok(Released::LeftAlone)
+        }
+        None => Ok(Released::Removed),
+    }
 }
 
 /// Whether a copy is fsync'ed now or left to a later [`Root::sync`].

@@ -84,6 +84,7 @@ pub(crate) fn release(root: &Root, path: &Path, out: &mut ApplyOutcome) -> Resul
     match release_path(root, path)? {
         Released::Restored => out.files_restored.push(path.display().to_string()),
         Released::Removed => out.files_removed.push(path.display().to_string()),
+        Released::LeftAlone => {}
     }
     Ok(())
 }
@@ -104,6 +105,7 @@ fn release_path(root: &Root, path: &Path) -> Result<Released, RootError> {
     match released {
         Released::Restored => tracing::info!(path = %path.display(), "restored the original file"),
         Released::Removed => tracing::info!(path = %path.display(), "removed stale file"),
+        Released::LeftAlone => {}
     }
     Ok(released)
 }

@@ -380,6 +380,15 @@ fn check_writable_path(root: &Root, path: &str, field: &str, dir: bool) -> Resul
             format!("{field}.path"),
             format!("{path:?} is a directory in the root; refusing to replace it"),
         )),
+        // A FIFO, socket or device: its original cannot be kept, so it is refused before
+        // anything is written (a failed write's rollback would otherwise find no original).
+        Ok(Some(info)) if !dir && info.kind == FileKind::Other => Err(InputError::new(
+            format!("{field}.path"),
+            format!(
+                "{path:?} is a FIFO, socket or device in the root, not a regular file; refusing \
+                 to replace it"
+            ),
+        )),
         Ok(Some(info)) if dir && !matches!(info.kind, FileKind::Dir | FileKind::Symlink) => {
             Err(InputError::new(
                 format!("{field}.path"),
@@ -425,6 +434,9 @@ fn check_keys_path(
         Ok(Some(info)) if info.kind == FileKind::Dir => {
             Err(cannot("it is a directory".to_string()))
         }
+        Ok(Some(info)) if info.kind == FileKind::Other => Err(cannot(
+            "it is a FIFO, socket or device, not a regular file".to_string(),
+        )),
         Ok(_) => Ok(()),
         Err(e) => Err(cannot(e.to_string())),
     }

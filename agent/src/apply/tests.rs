@@ -24,6 +24,9 @@ pub(crate) fn snapshot(dir: &Path) -> BTreeMap<String, String> {
             } else if m.is_dir() {
                 walk(base, &p, out);
                 head
+            } else if !m.is_file() {
+                // a FIFO, socket or device: its type, never read (a FIFO would block)
+                format!("{head} special {:o}", m.mode() & 0o170000)
             } else {
                 format!(
                     "{head} {:?}",
@@ -363,6 +366,71 @@ fn bad_input_changes_nothing() {
         assert!(!err.disk_changed());
         assert_eq!(snapshot(dir.path()), before, "{want}");
     }
+}
+
+/// A FIFO, socket or device at a path the config writes (a file, a unit) is refused before
+/// anything is written: its original cannot be kept, and a rollback of a failed write would
+/// find none. It is still there afterwards.
+#[test]
+fn a_fifo_socket_or_device_at_a_managed_path_is_refused_up_front() {
+    let cases = [
+        (
+            "etc/pipe",
+            r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ok","contents":{"source":"data:,ok"}},{"path":"/etc/pipe","contents":{"source":"data:,x"}}]}}"#,
+            r#"$.storage.files.1.path: "/etc/pipe" is a FIFO, socket or device in the root, not a regular file; refusing to replace it"#,
+        ),
+        (
+            "etc/systemd/system/sock.service",
+            r#"{"ignition":{"version":"3.2.0"},"systemd":{"units":[{"name":"sock.service","contents":"[Service]\nExecStart=/bin/true\n"}]}}"#,
+            r#"$.systemd.units.0.path: "/etc/systemd/system/sock.service" is a FIFO, socket or device in the root, not a regular file; refusing to replace it"#,
+        ),
+    ];
+    for (special, json, want) in cases {
+        let dir = seed_root();
+        let path = dir.path().join(special);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let _listener = if special.ends_with(".service") {
+            Some(std::os::unix::net::UnixListener::bind(&path).unwrap())
+        } else {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap();
+            None
+        };
+        let before = snapshot(dir.path());
+        let err = run(dir.path(), &Config::empty(), &cfg(json), true).unwrap_err();
+        assert_eq!(err.to_string(), want);
+        assert!(!err.disk_changed());
+        assert_eq!(snapshot(dir.path()), before, "{want}");
+    }
+}
+
+/// A path the config drops with no original and no stamp recorded is removed only when it is a
+/// file or symlink the agent could have written: a FIFO there (put after the write, or an
+/// older rollback's leftover) is left alone.
+#[test]
+fn releasing_never_removes_an_unrecorded_special_file() {
+    let dir = seed_root();
+    let fifo = dir.path().join("etc/fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let root = Root::open(dir.path()).unwrap();
+    assert_eq!(
+        super::backup::restore_or_remove(&root, Path::new("/etc/fifo")).unwrap(),
+        super::backup::Released::LeftAlone
+    );
+    assert!(fs::symlink_metadata(&fifo).is_ok(), "the FIFO was removed");
 }
 
 #[test]
