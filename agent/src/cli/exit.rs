@@ -36,13 +36,16 @@ pub enum Exit {
     /// environment value that is malformed or refused, or a file or directory that does not
     /// exist.
     InvalidInput,
+    /// `start` stopped to be restarted (the cluster's enabled feature gates changed): the unit
+    /// starts it again (`RestartForceExitStatus=75`) and does not count it a failure.
+    Restart,
     /// Not allowed: the command needs root (or write access it lacks). Nothing changed.
     NeedsRoot,
 }
 
 impl Exit {
     /// Every outcome, in the table's order.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Success,
         Exit::NotAsWanted,
         Exit::Unreconcilable,
@@ -50,6 +53,7 @@ impl Exit {
         Exit::NotConfirmed,
         Exit::Usage,
         Exit::InvalidInput,
+        Exit::Restart,
         Exit::NeedsRoot,
     ];
 
@@ -63,6 +67,7 @@ impl Exit {
             Exit::NotConfirmed => 4,
             Exit::Usage => 64,
             Exit::InvalidInput => 65,
+            Exit::Restart => 75,
             Exit::NeedsRoot => 77,
         }
     }

@@ -323,7 +323,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 
 /// The exit status of a stop for a restart (the cluster's feature gates changed): the unit
 /// restarts the agent on it (`RestartForceExitStatus=`) and does not count it a failure.
-pub const RESTART_EXIT_STATUS: u8 = 75;
+pub const RESTART_EXIT_STATUS: u8 = super::exit::Exit::Restart.code();
 
 /// Runs the daemon; `Some(why)` when it stopped to be restarted.
 async fn run_daemon(args: &Args) -> Result<Option<String>> {
