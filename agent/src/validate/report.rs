@@ -44,7 +44,7 @@ pub struct Facts {
     /// Size in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-    /// SHA-256 of the contents, hex; only for a file others may read ([`public_digest`]).
+    /// SHA-256 of the contents, hex; only for a file others may read (`public_digest`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// Symlink target.

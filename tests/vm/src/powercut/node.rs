@@ -49,8 +49,8 @@ pub struct Calibration {
     pub reboot: Option<(Duration, Duration, Duration)>,
 }
 
-/// The slowest of `boots` (each qemu's start to the system up) against [`REFERENCE_BOOT`],
-/// within 1 and [`MAX_SLOWDOWN`].
+/// The slowest of `boots` (each qemu's start to the system up) against `REFERENCE_BOOT`,
+/// within 1 and `MAX_SLOWDOWN`.
 fn slowdown(boots: impl Iterator<Item = Duration>) -> f64 {
     let slowest = boots.max().unwrap_or_default();
     (slowest.as_secs_f64() / REFERENCE_BOOT.as_secs_f64()).clamp(1.0, MAX_SLOWDOWN)
@@ -153,8 +153,8 @@ impl PowercutNode {
         Ok(c)
     }
 
-    /// How much slower than [`REFERENCE_BOOT`] this node's slowest boot so far came up (at
-    /// least 1, at most [`MAX_SLOWDOWN`]): TCG's pace on this host now. Every budget is
+    /// How much slower than `REFERENCE_BOOT` this node's slowest boot so far came up (at
+    /// least 1, at most `MAX_SLOWDOWN`): TCG's pace on this host now. Every budget is
     /// stretched by it, so that a scenario fails for what the agent did, not for the load of
     /// other work on the host.
     pub fn slowdown(&self) -> f64 {
