@@ -11,20 +11,9 @@ cd "$(dirname "$0")/.."
 
 fail() { echo "tests/packaging-from-source.sh: FAIL: $*" >&2; exit 1; }
 
-# libostree (and the sixty-odd libraries it brings) is linked by mco-sysroot-status alone
-# (tests/packaging.sh checks the debug build the same way).
-needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'; }
-check_no_ostree() {
-  local bin=$1 libs
-  libs=$(needed "$bin") || fail "readelf -d $bin"
-  grep -q '^libc\.so' <<<"$libs" || fail "readelf -d $bin lists no libc (output changed?): $libs"
-  ! grep -qE '^lib(ostree|glib|gio|gobject)-' <<<"$libs" ||
-    fail "$bin links $(grep -E '^lib(ostree|glib|gio|gobject)-' <<<"$libs" | tr '\n' ' ')- only mco-sysroot-status may"
-}
-check_has_ostree() {
-  needed "$1" | grep -q '^libostree-1\.so' ||
-    fail "$1 does not link libostree: is the sysroot still read with it? (NEEDED: $(needed "$1" | tr '\n' ' '))"
-}
+# libostree is linked by mco-sysroot-status alone (tests/packaging.sh checks the debug build
+# the same way).
+. tests/lib/elf-checks.sh
 
 from_source=$(mktemp -d)
 trap 'rm -rf "$from_source"' EXIT

@@ -228,7 +228,6 @@ async fn a_service_ca_rotation_reaches_the_kubeconfigs_and_restarts_the_kubelet_
 /// validating it) once the writer recovers.
 #[tokio::test]
 async fn the_update_loop_degrades_and_recovers_with_the_writer() {
-    use crate::daemon::cluster::{ApiSource, NodeReport};
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
     use machine_config::mco::NodeState;
@@ -237,12 +236,7 @@ async fn the_update_loop_degrades_and_recovers_with_the_writer() {
     let a = mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE);
     api.add_machine_config(a.clone());
     api.set_desired("rendered-a");
-    let h = DaemonHarness::new(
-        &a,
-        Arc::new(NodeReport::new(api.clone(), "worker")),
-        Arc::new(ApiSource { api: api.clone() }),
-    )
-    .await;
+    let h = DaemonHarness::over_api(&a, &api).await;
     let mut d = h
         .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
         .await;
@@ -264,7 +258,6 @@ async fn the_update_loop_degrades_and_recovers_with_the_writer() {
 /// the node left as it was.
 #[tokio::test]
 async fn a_change_of_the_feature_gates_stops_the_loop_for_a_restart() {
-    use crate::daemon::cluster::{ApiSource, NodeReport};
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
     use futures::FutureExt;
@@ -274,12 +267,7 @@ async fn a_change_of_the_feature_gates_stops_the_loop_for_a_restart() {
     let a = mc("rendered-a", &[(CRIO_POLICY, "{}\n")], &[], IMAGE);
     api.add_machine_config(a.clone());
     api.set_desired("rendered-a");
-    let h = DaemonHarness::new(
-        &a,
-        Arc::new(NodeReport::new(api.clone(), "worker")),
-        Arc::new(ApiSource { api: api.clone() }),
-    )
-    .await;
+    let h = DaemonHarness::over_api(&a, &api).await;
     let (changed, gates_changed) = tokio::sync::oneshot::channel::<String>();
     let mut d = h
         .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))

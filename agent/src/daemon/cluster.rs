@@ -393,12 +393,7 @@ mod tests {
         let b = mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE);
         api.add_machine_config(a.clone());
         api.add_machine_config(b.clone());
-        let h = DaemonHarness::new(
-            &a,
-            Arc::new(NodeReport::new(api.clone(), "worker")),
-            Arc::new(ApiSource { api: api.clone() }),
-        )
-        .await;
+        let h = DaemonHarness::over_api(&a, &api).await;
         let mut d = h
             .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
             .await;
@@ -501,12 +496,7 @@ mod tests {
         let b = mc("rendered-b", &[(CRIO_POLICY, "[]\n")], &[], IMAGE);
         api.add_machine_config(a.clone());
         api.add_machine_config(b.clone());
-        let h = DaemonHarness::new(
-            &a,
-            Arc::new(NodeReport::new(api.clone(), "worker")),
-            Arc::new(ApiSource { api: api.clone() }),
-        )
-        .await;
+        let h = DaemonHarness::over_api(&a, &api).await;
         let mut d = h
             .daemon(crate::daemon::DesiredFeed::Cluster(api.desired()))
             .await;

@@ -48,7 +48,6 @@ mod tests {
 
     use super::*;
     use crate::cluster::{FakeNodeApi, NodeApi};
-    use crate::daemon::cluster::{ApiSource, NodeReport};
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{IMAGE, mc};
 
@@ -83,12 +82,7 @@ mod tests {
             1,
             "    files:\n    - path: /etc/foo.conf\n      actions: [{type: None}]\n",
         )));
-        let h = DaemonHarness::new(
-            &a,
-            Arc::new(NodeReport::new(api.clone(), "worker")),
-            Arc::new(ApiSource { api: api.clone() }),
-        )
-        .await;
+        let h = DaemonHarness::over_api(&a, &api).await;
         let policy = Arc::new(ClusterPolicySource {
             watch: PolicyWatch::spawn(api.machine_configuration()),
             wait: PolicyWait {
@@ -130,12 +124,7 @@ mod tests {
         let mut stale = cluster_object(3, "    files: []\n");
         stale.status.observed_generation = 2;
         api.set_machine_configuration(Some(stale));
-        let h = DaemonHarness::new(
-            &a,
-            Arc::new(NodeReport::new(api.clone(), "worker")),
-            Arc::new(ApiSource { api: api.clone() }),
-        )
-        .await;
+        let h = DaemonHarness::over_api(&a, &api).await;
         let policy = Arc::new(ClusterPolicySource {
             watch: PolicyWatch::spawn(api.machine_configuration()),
             wait: PolicyWait {

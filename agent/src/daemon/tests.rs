@@ -94,6 +94,17 @@ impl DaemonHarness {
         }
     }
 
+    /// A node provisioned with `current` in a cluster: its state reported on the fake Node API
+    /// `api` (pool `worker`), its configs read from it by name.
+    pub async fn over_api(current: &MachineConfig, api: &Arc<crate::cluster::FakeNodeApi>) -> Self {
+        Self::new(
+            current,
+            Arc::new(super::cluster::NodeReport::new(api.clone(), "worker")),
+            Arc::new(super::cluster::ApiSource { api: api.clone() }),
+        )
+        .await
+    }
+
     /// A started daemon.
     pub async fn daemon(&self, feed: DesiredFeed) -> Daemon {
         self.daemon_with_policy(

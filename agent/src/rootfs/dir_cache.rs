@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::{Opened, Root, RootError, open_nofollow_in, split};
+use super::read::open_nofollow_in;
+use super::{Opened, Root, RootError, split};
 
 /// At most this many directories are held open (a config's files are in a few dozen at most);
 /// when full, the cache starts over.

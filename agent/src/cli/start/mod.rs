@@ -1,19 +1,18 @@
 //! `mco-agent start`: the daemon (what `mco-agent.service` runs).
 
+mod services;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use futures::FutureExt;
-use machine_config::mco::node_image_conditions::Gates;
-use machine_config::mco::pinned_images::{CRI_SOCKET, KUBELET_AUTH_FILE};
+use machine_config::mco::pinned_images::CRI_SOCKET;
 
 use super::strategy::{StrategyArgs, StrategyContext};
 use super::{Classify, Exit, exit};
-use crate::cluster::feature_gates::{self, AgentGates};
-use crate::cluster::pinned_watch;
+use crate::cluster::feature_gates::AgentGates;
 use crate::cluster::policy_watch::{PolicyWait, PolicyWatch};
 use crate::cluster::{
     ClusterOptions, DrainMode, DrainOptions, KUBELET_KUBECONFIG, KubeNodeApi, NodeApi, pool,
@@ -30,13 +29,10 @@ use crate::engine::{
     ActivePolicy, ClusterReport, Engine, EngineOptions, FixedPolicy, HealthOptions, KubeletProbe,
     NoCluster, PolicySource,
 };
-use crate::host::cri::CriClient;
 use crate::input::policy::read_policy_file;
 use crate::input::served::KUBELET_CLIENT_CERT;
 use crate::metrics::kubelet::KubeletHealth;
 use crate::metrics::{self, MetricsArgs};
-use crate::pinned::{self, storage::Skopeo};
-use crate::rootfs::Root;
 use crate::stop::{StopSignals, until_stopped};
 
 /// Arguments of `start`.
@@ -249,39 +245,6 @@ fn client_cert(args: &Args) -> Option<PathBuf> {
     })
 }
 
-/// The pinned image sets of the node's pools, pulled through the runtime at `--cri-socket`,
-/// beside the daemon (a task of its own that lives as long as the agent).
-fn start_pinned_images(
-    args: &Args,
-    live: bool,
-    api: Arc<dyn NodeApi>,
-    client: kube::Client,
-    gates: Gates,
-    systemd: Option<Arc<dyn crate::host::systemd::Systemd>>,
-) -> Result<()> {
-    let node = api.node_name().to_string();
-    let seams = pinned::Seams {
-        api,
-        gates,
-        root: crate::host::selinux::label_files(Root::open(&args.root)?, live),
-        cri: Arc::new(CriClient::new(&args.cri_socket)),
-        inspector: Arc::new(Skopeo {
-            program: "skopeo".into(),
-            auth_file: args.root.join(KUBELET_AUTH_FILE.trim_start_matches('/')),
-            test_root: (!live).then(|| args.root.clone()),
-        }),
-        systemd,
-    };
-    let manager = Arc::new(pinned::Manager::new(
-        &node,
-        seams,
-        pinned::Timings::default(),
-    ));
-    tracing::info!(cri_socket = %args.cri_socket.display(), "pinned image sets followed");
-    tokio::spawn(manager.run(pinned_watch::watch(client, &node)));
-    Ok(())
-}
-
 /// How long an idle blocking-pool thread (file reads, `tokio::fs`) lingers before it exits.
 /// The daemon idles nearly all the time and its blocking work is rare and short: a thread
 /// started anew for it costs tens of microseconds, one kept costs its stack and a thread of
@@ -374,7 +337,7 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     // The cluster's feature gates, read once: a change of the enabled set restarts the agent.
     let (gates, restart) = match &api {
         Some(api) => {
-            let (gates, restart) = follow_feature_gates(api.clone()).await;
+            let (gates, restart) = services::follow_feature_gates(api.clone()).await;
             (gates, Some(restart))
         }
         None => (AgentGates::default(), None),
@@ -512,7 +475,9 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     let mut metrics = metrics;
     if let Some(listen) = args.metrics.metrics_secure_listen {
         // Informational too: a bad certificate or a busy port is logged, the agent goes on.
-        match serve_secure_metrics(args, listen, &node, kubeconfig.as_deref(), &metrics).await {
+        match services::serve_secure_metrics(args, listen, &node, kubeconfig.as_deref(), &metrics)
+            .await
+        {
             Ok(task) => metrics.keep(task),
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "metrics are not served on {listen}")
@@ -522,7 +487,7 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     engine.reporter().add_observer(metrics.observer());
     tracing::info!(node, source = source.describe(), cluster = api.is_some(), root = %args.root.display(), "starting");
     if let (Some(api), Some(client)) = (&api, kube_client) {
-        start_pinned_images(
+        services::start_pinned_images(
             args,
             live,
             api.clone(),
@@ -564,74 +529,4 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     daemon.start().await?;
     daemon.run().await?;
     Ok(daemon.restart_requested().map(str::to_string))
-}
-
-/// Reads the cluster's feature gates (waiting up to a minute, as the MCD does) and returns the
-/// gates the agent acts on, with a future that resolves once the enabled set changes.
-async fn follow_feature_gates(
-    api: Arc<dyn NodeApi>,
-) -> (AgentGates, futures::future::BoxFuture<'static, String>) {
-    let mut readings = feature_gates::readings(api.feature_gate(), api.cluster_version());
-    let started = feature_gates::initial(&mut readings, feature_gates::INITIAL_WAIT).await;
-    let described = feature_gates::describe(&started);
-    tracing::info!("feature gates: {described}");
-    if let Err(e) = api
-        .event(
-            feature_gates::FEATURE_GATES_INITIALIZED,
-            &format!("FeatureGates updated to {described}"),
-        )
-        .await
-    {
-        tracing::warn!(error = %e, "could not record the feature gates event");
-    }
-    let gates = AgentGates::of(&started);
-    let restart = async move {
-        match feature_gates::changed(&mut readings, &started).await {
-            Some(new) => {
-                let described = feature_gates::describe(&new);
-                if let Err(e) = api
-                    .event(
-                        feature_gates::FEATURE_GATES_MODIFIED,
-                        &format!("FeatureGates updated to {described}"),
-                    )
-                    .await
-                {
-                    tracing::warn!(error = %e, "could not record the feature gates event");
-                }
-                format!("the cluster's feature gates changed: {described}")
-            }
-            None => std::future::pending().await,
-        }
-    }
-    .boxed();
-    (gates, restart)
-}
-
-/// The metrics on `listen` with TLS and reviewed bearer tokens ([`metrics::secure`]).
-async fn serve_secure_metrics(
-    args: &Args,
-    listen: std::net::SocketAddr,
-    node: &str,
-    kubeconfig: Option<&Path>,
-    metrics: &metrics::server::MetricsHandle,
-) -> Result<tokio::task::JoinHandle<()>> {
-    let Some(kubeconfig) = kubeconfig else {
-        anyhow::bail!("--metrics-secure-listen needs a kubeconfig to review tokens with");
-    };
-    let (Some(cert), Some(key)) = (
-        &args.metrics.metrics_tls_cert,
-        &args.metrics.metrics_tls_key,
-    ) else {
-        anyhow::bail!("--metrics-secure-listen needs --metrics-tls-cert and --metrics-tls-key");
-    };
-    let client = mco_kube::client_from_kubeconfig(kubeconfig).await?;
-    let options = metrics::secure::SecureOptions {
-        listen,
-        cert: cert.clone(),
-        key: key.clone(),
-        node: node.to_string(),
-    };
-    let reviews = Arc::new(metrics::secure::Reviews::new(client, node));
-    let (_, task) = metrics::secure::start(&options, reviews, metrics.metrics().clone()).await?;
-    Ok(task)
 }
