@@ -27,7 +27,7 @@ stage() {
   rc=${PIPESTATUS[0]}
   set -e
   [ "$rc" -eq 0 ] || exit "$rc"
-  timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
+  timings+=("$(printf '%5d s  %s (target/ then: %s)' $((SECONDS - start)) "$name" "$(target_size)")")
   echo "tests/run.sh: stage '$name' took $((SECONDS - start)) s"
   current=
 }
@@ -50,8 +50,8 @@ collect() {
   wait "${bg_pid[$name]}" || rc=$?
   unset "bg_pid[$name]"
   read -r status took <"$logs/$name.status" 2>/dev/null || { status=$rc; took=$((SECONDS - bg_start[$name])); }
-  timings+=("$(printf '%5d s  %s (background, from %d s to %d s)' "$took" "$name" \
-    "${bg_start[$name]}" $((bg_start[$name] + took)))")
+  timings+=("$(printf '%5d s  %s (background, from %d s to %d s; target/ then: %s)' "$took" "$name" \
+    "${bg_start[$name]}" $((bg_start[$name] + took)) "$(target_size)")")
   echo "tests/run.sh: stage '$name' took $took s (background)"
   [ "$rc" -eq 0 ] || exit "$rc"
   current=
@@ -80,6 +80,11 @@ trap report_times EXIT
 free_space() {
   echo "tests/run.sh: free space:"
   df -h --output=file,avail "$PWD/target" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/  /' || true
+}
+# The build directory's size, for the stage table: what a run needs free is its peak (docs/testing.md
+# "## Disk"), and a stage that grows it is named.
+target_size() {
+  du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1
 }
 mkdir -p "$logs"
 free_space
