@@ -185,3 +185,80 @@ async fn an_image_mode_rollout_rebases_every_node_within_max_unavailable() -> an
     eprintln!("scenario: {:?}", started.elapsed());
     Ok(())
 }
+
+/// The rpm-ostree transactions of `method` the node's stand-in has started so far.
+fn transactions(log: &str, method: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("new transaction") && l.contains(method))
+        .count()
+}
+
+/// The MCD's `applyLayeredOSChanges` layers nothing on a built image: a pool with an extension
+/// and the realtime kernel (layered on each node's deployment by `UpdateDeployment`) that moves
+/// to a built image only rebases; no package is installed and no override made on top of the
+/// image, which carries them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_with_extensions_and_a_realtime_kernel_moves_to_a_built_image_without_layering()
+-> anyhow::Result<()> {
+    let spec = Spec {
+        nodes: 1,
+        os: true,
+        ..Spec::default()
+    };
+    let mut cluster = Cluster::start(binaries!(), spec).await?;
+    let before = cluster.pool().await?.spec.configuration.name;
+    cluster
+        .apply_machine_config(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "50-worker-rt-usbguard",
+                "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"kernelType": "realtime", "extensions": ["usbguard"]},
+        }))
+        .await?;
+    let layered = cluster.wait_rendered(&before, secs(30)).await?;
+    cluster
+        .wait_pool_done_rebooting(&layered, secs(120))
+        .await?;
+    let node = cluster.node_names()[0].clone();
+    let os = |c: &mut Cluster| -> anyhow::Result<(String, String)> {
+        let os = c.node(&node).os.as_ref().expect("an OS");
+        let origin = os.deployments()?[0].origin.clone().unwrap_or_default();
+        Ok((os.logs(), origin))
+    };
+    // The realtime kernel and the extension are layered on the node's deployment.
+    let (log, origin) = os(&mut cluster)?;
+    let layerings = transactions(&log, "UpdateDeployment");
+    anyhow::ensure!(
+        layerings == 2 && origin.contains("usbguard") && origin.contains("kernel-rt-core"),
+        "expected the kernel switch and the extension as two transactions: {layerings}\n{origin}"
+    );
+
+    let commits = cluster.prepare_image(IMAGE, "2.0")?;
+    let rendered = cluster.set_pool_image(IMAGE).await?;
+    anyhow::ensure!(rendered == layered, "{rendered} != {layered}");
+    cluster
+        .wait_pool_in_image(&rendered, IMAGE, secs(120))
+        .await?;
+    let (log, _) = os(&mut cluster)?;
+    let deployments = cluster
+        .node(&node)
+        .os
+        .as_ref()
+        .expect("an OS")
+        .deployments()?;
+    anyhow::ensure!(
+        deployments[0].checksum == commits[0].1,
+        "the node boots the image's commit: {deployments:?}"
+    );
+    anyhow::ensure!(
+        transactions(&log, "Rebase") == 1,
+        "one rebase to the image:\n{log}"
+    );
+    anyhow::ensure!(
+        transactions(&log, "UpdateDeployment") == layerings,
+        "no package installed or overridden on top of the built image:\n{log}"
+    );
+    cluster.finish().await?;
+    Ok(())
+}
