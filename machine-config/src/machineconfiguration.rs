@@ -138,7 +138,8 @@ pub struct IrreconcilableValidationOverrides {
     pub storage: Vec<String>,
 }
 
-/// Action types a policy may name.
+/// Action types a policy may name in the status (the operator's merged policies); a user's
+/// policy may not name `Special` ([`crate::policy::SPEC_ACTION_TYPES`]).
 pub const POLICY_ACTION_TYPES: [&str; 7] = [
     "Reboot",
     "Drain",
@@ -195,60 +196,10 @@ impl MachineConfiguration {
 }
 
 impl NodeDisruptionPolicy {
-    /// Checks action types, service names and paths; `at` locates the policy in its document.
+    /// Checks a user's policy (`spec.nodeDisruptionPolicy`) as the API server does, in its
+    /// words; `at` locates the policy in its document.
     pub fn check(&self, at: &str) -> Vec<Issue> {
-        let mut issues = Vec::new();
-        for (i, f) in self.files.iter().enumerate() {
-            let here = format!("{at}.files.{i}");
-            if let Err(e) = crate::ignition::check_path(&f.path) {
-                issues.push(Issue::new(format!("{here}.path"), e));
-            }
-            check_actions(&here, &f.actions, &mut issues);
-        }
-        for (i, u) in self.units.iter().enumerate() {
-            let here = format!("{at}.units.{i}");
-            if u.name.is_empty() {
-                issues.push(Issue::new(
-                    format!("{here}.name"),
-                    "unit name not specified",
-                ));
-            }
-            check_actions(&here, &u.actions, &mut issues);
-        }
-        if let Some(s) = &self.sshkey {
-            check_actions(&format!("{at}.sshkey"), &s.actions, &mut issues);
-        }
-        issues
-    }
-}
-
-fn check_actions(at: &str, actions: &[PolicyAction], issues: &mut Vec<Issue>) {
-    for (i, a) in actions.iter().enumerate() {
-        let here = format!("{at}.actions.{i}");
-        if !POLICY_ACTION_TYPES.contains(&a.type_.as_str()) {
-            issues.push(Issue::new(
-                format!("{here}.type"),
-                format!(
-                    "unknown action type {:?}; expected one of {}",
-                    a.type_,
-                    POLICY_ACTION_TYPES.join(", ")
-                ),
-            ));
-            continue;
-        }
-        let needs = |field: &str, svc: &Option<ServiceRef>, issues: &mut Vec<Issue>| {
-            if svc.as_ref().is_none_or(|s| s.service_name.is_empty()) {
-                issues.push(Issue::new(
-                    format!("{here}.{field}.serviceName"),
-                    format!("action {} needs a service name", a.type_),
-                ));
-            }
-        };
-        match a.type_.as_str() {
-            "Reload" => needs("reload", &a.reload, issues),
-            "Restart" => needs("restart", &a.restart, issues),
-            _ => {}
-        }
+        crate::policy::check_spec(self, at)
     }
 }
 

@@ -290,3 +290,192 @@ status:
         json!({"actions": [{"type": "None"}]})
     );
 }
+
+/// A file's policy as the MCD finds it: one row per decision, naming the MCD function.
+#[test]
+fn file_policies_match_paths_as_the_mcd_does() {
+    let policies = ClusterPolicies::merged(&NodeDisruptionPolicy {
+        files: vec![
+            file_policy("/etc/myapp/", &[act("Restart", Some("myapp.service"))]),
+            file_policy("/", &[act("None", None)]),
+            file_policy("/opt/tool", &[act("Drain", None)]),
+            file_policy("/opt/tool/", &[act("DaemonReload", None)]),
+            file_policy("/srv//data/./x", &[act("Drain", None)]),
+        ],
+        ..NodeDisruptionPolicy::default()
+    });
+    let rows: &[(&str, &str, Option<&str>)] = &[
+        // IsSubdirectory cleans the policy path: a trailing slash names the directory.
+        ("IsSubdirectory", "/etc/myapp/a.conf", Some("/etc/myapp/")),
+        (
+            "IsSubdirectory",
+            "/etc/myapp/sub/b.conf",
+            Some("/etc/myapp/"),
+        ),
+        // ... and appends a separator: the directory itself is no file under it.
+        ("IsSubdirectory", "/etc/myapp", None),
+        ("IsSubdirectory", "/etc/myappx/a", None),
+        // `/` cleaned is `/`, plus the separator `//`: no path starts with it.
+        ("IsSubdirectory", "/etc/hosts", None),
+        ("IsSubdirectory", "/", Some("/")),
+        // FindClosestFilePolicyPathMatch: an exact match, or the longest policy path wins.
+        (
+            "FindClosestFilePolicyPathMatch",
+            "/opt/tool",
+            Some("/opt/tool"),
+        ),
+        (
+            "FindClosestFilePolicyPathMatch",
+            "/opt/tool/bin",
+            Some("/opt/tool/"),
+        ),
+        ("IsSubdirectory", "/srv/data/x/y", Some("/srv//data/./x")),
+    ];
+    for (mcd, path, want) in rows {
+        assert_eq!(
+            policies.file_policy(path).map(|p| p.path.as_str()),
+            *want,
+            "{mcd}: {path}"
+        );
+    }
+}
+
+/// The actions of an update from its policies: one row per reduction of
+/// `calculatePostConfigChangeNodeDisruptionActionFromMCDiffs`.
+#[test]
+fn actions_reduce_as_the_mcd_reduces_them() {
+    use machine_config::Action;
+    let opts = with_user(
+        "    files:\n    - {path: /etc/quiet, actions: []}\n    - {path: /etc/none, actions: [{type: None}]}\n    - path: /etc/svc\n      actions: [{type: Restart, restart: {serviceName: svc.service}}]\n    - {path: /etc/boot, actions: [{type: Reboot}]}\n",
+    );
+    let before = mc(
+        "a",
+        &[
+            ("/etc/quiet", "1"),
+            ("/etc/none", "1"),
+            ("/etc/svc", "1"),
+            ("/etc/boot", "1"),
+        ],
+        json!([]),
+        json!({}),
+    );
+    let rows: &[(&str, &[&str], &[Action])] = &[
+        // `actions: []` adds nothing: no None, no event, no condition.
+        ("an empty action list", &["/etc/quiet"], &[]),
+        ("all None: one None", &["/etc/none"], &[Action::None]),
+        (
+            "empty and None",
+            &["/etc/quiet", "/etc/none"],
+            &[Action::None],
+        ),
+        (
+            "None goes beside other actions",
+            &["/etc/none", "/etc/svc"],
+            &[Action::Restart(String::new())],
+        ),
+        (
+            "any Reboot is a single Reboot",
+            &["/etc/svc", "/etc/boot"],
+            &[Action::Reboot],
+        ),
+    ];
+    for (what, changed, want) in rows {
+        let files: Vec<(&str, &str)> = ["/etc/quiet", "/etc/none", "/etc/svc", "/etc/boot"]
+            .into_iter()
+            .map(|p| (p, if changed.contains(&p) { "2" } else { "1" }))
+            .collect();
+        // The same SSH key ("a"): only the files change.
+        let after = mc("a", &files, json!([]), json!({}));
+        let plan = Plan::new(&before, &after, &opts).unwrap();
+        let want: Vec<Action> = want
+            .iter()
+            .map(|a| match a {
+                Action::Restart(_) => Action::Restart("svc.service".into()),
+                a => a.clone(),
+            })
+            .collect();
+        assert_eq!(plan.actions, want, "{what}: {:?}", plan.explain());
+    }
+}
+
+/// A user's policy as the API server validates it (the CRD's enum, CEL rules and limits), in
+/// its words: one row per rule; what the API takes is taken.
+#[test]
+fn user_policies_are_refused_as_the_api_refuses_them() {
+    let doc = |policy: &str| {
+        format!(
+            "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {{name: cluster}}\nspec:\n  nodeDisruptionPolicy:\n{policy}"
+        )
+    };
+    let at = "$.spec.nodeDisruptionPolicy";
+    let rows: &[(&str, &str, Option<String>)] = &[
+        (
+            "a path with a trailing slash (no rule for paths)",
+            "    files: [{path: /etc/myapp/, actions: [{type: None}]}]\n",
+            None,
+        ),
+        (
+            "any path",
+            "    files: [{path: /, actions: []}, {path: relative, actions: []}]\n",
+            None,
+        ),
+        ("an empty action list", "    sshkey: {actions: []}\n", None),
+        (
+            "Special is the operator's own (the spec's enum)",
+            "    files: [{path: /etc/a, actions: [{type: Special}]}]\n",
+            Some(format!(
+                "{at}.files.0.actions.0.type: Unsupported value: \"Special\": supported values: \"Reboot\", \"Drain\", \"Reload\", \"Restart\", \"DaemonReload\", \"None\""
+            )),
+        ),
+        (
+            "None standalone (CEL)",
+            "    files: [{path: /etc/a, actions: [{type: None}, {type: Drain}]}]\n",
+            Some(format!(
+                "{at}.files.0.actions: None action can only be specified standalone, as it will override any other actions"
+            )),
+        ),
+        (
+            "Reboot standalone (CEL)",
+            "    sshkey: {actions: [{type: Drain}, {type: Reboot}]}\n",
+            Some(format!(
+                "{at}.sshkey.actions: Reboot action can only be specified standalone, as it will override any other actions"
+            )),
+        ),
+        (
+            "reload only with Reload (CEL)",
+            "    units: [{name: a.service, actions: [{type: Drain, reload: {serviceName: a.service}}]}]\n",
+            Some(format!(
+                "{at}.units.0.actions.0: reload is required when type is Reload, and forbidden otherwise"
+            )),
+        ),
+        (
+            "a unit name without a systemd suffix (CEL)",
+            "    units: [{name: crio, actions: [{type: None}]}]\n",
+            Some(format!(
+                "{at}.units.0.name: Invalid ${{SERVICETYPE}} in service name. Expected format is ${{NAME}}${{SERVICETYPE}}, where ${{SERVICETYPE}} must be one of \".service\", \".socket\", \".device\", \".mount\", \".automount\", \".swap\", \".target\", \".path\", \".timer\",\".snapshot\", \".slice\" or \".scope\".; {at}.units.0.name: Invalid ${{NAME}} in service name. Expected format is ${{NAME}}${{SERVICETYPE}}, where {{NAME}} must be atleast 1 character long and can only consist of alphabets, digits, \":\", \"-\", \"_\", \".\", and \"\\\""
+            )),
+        ),
+        (
+            "a service name the pattern refuses (CEL)",
+            "    files: [{path: /etc/a, actions: [{type: Restart, restart: {serviceName: a@b.service}}]}]\n",
+            Some(format!(
+                "{at}.files.0.actions.0.restart.serviceName: Invalid ${{NAME}} in service name. Expected format is ${{NAME}}${{SERVICETYPE}}, where {{NAME}} must be atleast 1 character long and can only consist of alphabets, digits, \":\", \"-\", \"_\", \".\", and \"\\\""
+            )),
+        ),
+        (
+            "at most 10 actions (MaxItems)",
+            "    sshkey: {actions: [{type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}, {type: Drain}]}\n",
+            Some(format!(
+                "{at}.sshkey.actions: Too many: 11: must have at most 10 items"
+            )),
+        ),
+    ];
+    for (rule, policy, want) in rows {
+        let got =
+            MachineConfiguration::from_slice(doc(policy).as_bytes()).map_err(|e| e.to_string());
+        match want {
+            None => assert!(got.is_ok(), "{rule}: {got:?}"),
+            Some(want) => assert_eq!(got.err().as_ref(), Some(want), "{rule}"),
+        }
+    }
+}

@@ -29,7 +29,7 @@ use crate::engine::record;
 use crate::engine::report::read_status;
 use crate::input;
 use crate::rootfs::{Owner, Root};
-use crate::validate::validate;
+use crate::validate::{SpecRules, validate_as};
 
 /// The reason of the Event `recover` records on the Node (not one of the MCD's: it has no such
 /// command).
@@ -194,7 +194,8 @@ async fn find(
     let mut lines = Vec::new();
     if let Some(current) = input::read_current(root)? {
         let name = current.machine_config.name().to_string();
-        let report = validate(root, &name, &current.ignition);
+        let rules = SpecRules::of(&current.machine_config);
+        let report = validate_as(root, &name, &current.ignition, rules);
         lines = report.lines();
         f.drift = Some(report.mismatches.iter().map(|m| m.detail_line()).collect());
         if let Some(desired) = f.desired.clone().filter(|d| *d != name)
@@ -203,7 +204,7 @@ async fn find(
             f.disk_matches_desired = mc
                 .ignition()
                 .ok()
-                .map(|config| validate(root, &desired, &config).is_ok());
+                .map(|config| validate_as(root, &desired, &config, SpecRules::of(&mc)).is_ok());
         }
         f.current = Some(name);
     }

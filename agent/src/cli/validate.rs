@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::{Classify, Exit};
 
 use crate::input::LoadedConfig;
-use crate::validate::{SKIPPED_FILES, validate};
+use crate::validate::{SKIPPED_FILES, SpecRules, validate_as};
 use machine_config::mco::paths::CURRENT_CONFIG;
 
 /// Arguments of `validate`.
@@ -43,7 +43,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             return Err(e);
         }
     };
-    let report = validate(&root, config.machine_config.name(), &config.ignition);
+    let rules = SpecRules::of(&config.machine_config);
+    let report = validate_as(&root, config.machine_config.name(), &config.ignition, rules);
     // A file that matched was decoded whole by the comparison; every other one, and those not
     // compared, are checked as the parse would have (the report was of a config the parse
     // refuses when one fails).

@@ -66,32 +66,21 @@ pub(crate) async fn run(
         };
         match action {
             Action::Reload(unit) => {
-                let r = systemd.reload_unit(unit).await;
-                service_event(reporter, &RELOAD, unit, &r).await;
-                r.with_context(|| format!("reloading {unit}"))?;
-                let unit = unit.clone();
-                reporter.progress(Progress::ServiceReloaded { unit }).await;
+                reloaded(reporter, unit, systemd.reload_unit(unit).await).await?;
+            }
+            // The MCD's `Special` is `systemctl reload crio`: the service is `crio` in its event,
+            // condition and error.
+            Action::Special => {
+                let r = systemd.reload_unit(CRIO_UNIT).await;
+                reloaded(reporter, CRIO_SERVICE, r).await?;
+            }
+            // The MCD reports a daemon-reload as the reload of a service named `daemon-reload`.
+            Action::DaemonReload => {
+                let r = systemd.daemon_reload().await;
+                reloaded(reporter, DAEMON_RELOAD, r).await?;
             }
             Action::Restart(unit) => {
-                let r = systemd.restart_unit(unit).await;
-                service_event(reporter, &RESTART, unit, &r).await;
-                if let Err(e) = r {
-                    if unit != CA_TRUST_UNIT {
-                        return Err(e).with_context(|| format!("restarting {unit}"));
-                    }
-                    tracing::warn!(unit, error = %e, "restart failed; running update-ca-trust instead");
-                    run_update_ca_trust().await?;
-                }
-            }
-            Action::DaemonReload => systemd
-                .daemon_reload()
-                .await
-                .context("systemd daemon-reload")?,
-            Action::Special => {
-                let r = systemd.reload_unit("crio.service").await;
-                service_event(reporter, &RELOAD, "crio.service", &r).await;
-                r.context("reloading crio.service after a registries.conf change")?;
-                reporter.progress(Progress::CrioReloaded).await;
+                restarted(reporter, unit, systemd.restart_unit(unit).await).await?
             }
             Action::None | Action::Drain | Action::Reboot => {}
         }
@@ -100,63 +89,95 @@ pub(crate) async fn run(
     Ok(out)
 }
 
-/// The events of a reload or a restart, as the MCD words them.
-struct ServiceEvents {
-    past: &'static str,
-    succeeded: &'static str,
-    failed: &'static str,
-    failure: fn(&str, &str) -> String,
+/// The unit `Special` reloads, and the name the MCD gives it (`constants.CRIOServiceName`).
+const CRIO_UNIT: &str = "crio.service";
+const CRIO_SERVICE: &str = "crio";
+
+/// The name the MCD gives a daemon-reload in its messages (`constants.DaemonReloadCommand`).
+const DAEMON_RELOAD: &str = "daemon-reload";
+
+/// A reload's outcome as the MCD's `executeReloadServiceNodeDisruptionAction` reports it: on
+/// success the post-action condition, then the `ServiceReload` event; on failure the
+/// `FailedServiceReload` event and the update's error.
+async fn reloaded<E: std::fmt::Display>(
+    reporter: &Reporter,
+    service: &str,
+    result: std::result::Result<(), E>,
+) -> Result<()> {
+    if let Err(e) = result {
+        reporter
+            .event(
+                reason::FAILED_SERVICE_RELOAD,
+                &format!("Reloading service {service} failed. Error: {e}"),
+            )
+            .await;
+        anyhow::bail!(
+            "could not apply update: reloading {service} configuration failed. Error: {e}"
+        );
+    }
+    let unit = service.to_string();
+    reporter.progress(Progress::ServiceReloaded { unit }).await;
+    reporter
+        .event(
+            reason::SERVICE_RELOAD,
+            &format!("Config changes do not require reboot. Service {service} was reloaded."),
+        )
+        .await;
+    Ok(())
 }
 
-const RELOAD: ServiceEvents = ServiceEvents {
-    past: "reloaded",
-    succeeded: reason::SERVICE_RELOAD,
-    failed: reason::FAILED_SERVICE_RELOAD,
-    failure: |unit, e| format!("Reloading service {unit} failed. Error: {e}"),
-};
-
-const RESTART: ServiceEvents = ServiceEvents {
-    past: "restarted",
-    succeeded: reason::SERVICE_RESTART,
-    failed: reason::FAILED_SERVICE_RESTART,
-    failure: |unit, e| format!("Restarting {unit} service failed. Error: {e}"),
-};
-
-async fn service_event<E: std::fmt::Display>(
+/// A restart's outcome as the MCD's `performPostConfigChangeNodeDisruptionAction` reports it:
+/// a failed restart of the CA-trust unit falls back to running `update-ca-trust` (RHEL nodes
+/// have no such unit), and only a failed fallback is a failure; no condition either way.
+async fn restarted<E: std::fmt::Display>(
     reporter: &Reporter,
-    events: &ServiceEvents,
     unit: &str,
-    result: &std::result::Result<(), E>,
-) {
-    match result {
-        Ok(()) => {
-            reporter
-                .event(
-                    events.succeeded,
-                    &format!(
-                        "Config changes do not require reboot. Service {unit} was {}.",
-                        events.past
-                    ),
-                )
-                .await
+    result: std::result::Result<(), E>,
+) -> Result<()> {
+    let failed = |e: String| async move {
+        reporter
+            .event(
+                reason::FAILED_SERVICE_RESTART,
+                &format!("Restarting {unit} service failed. Error: {e}"),
+            )
+            .await;
+    };
+    if let Err(e) = result {
+        if unit != CA_TRUST_UNIT {
+            failed(e.to_string()).await;
+            anyhow::bail!("could not apply update: restarting {unit} service failed. Error: {e}");
         }
-        Err(e) => {
-            reporter
-                .event(events.failed, &(events.failure)(unit, &e.to_string()))
-                .await
+        tracing::warn!(unit, error = %e, "Error executing {unit} unit, falling back to command");
+        if let Err(e) = run_update_ca_trust().await {
+            failed(format!("{e:#}")).await;
+            return Err(e);
         }
     }
+    reporter
+        .event(
+            reason::SERVICE_RESTART,
+            &format!("Config changes do not require reboot. Service {unit} was restarted."),
+        )
+        .await;
+    Ok(())
 }
 
 /// Runs `update-ca-trust` with the usual umask 022: the agent's own (`UMask=0077` in its unit)
 /// would make the CA bundles it extracts readable by root only, and every other program on the
 /// node reads them. (The agent sets every mode it writes explicitly; a child does not.)
 async fn run_update_ca_trust() -> Result<()> {
-    let status = tokio::process::Command::new("/bin/sh")
+    let out = tokio::process::Command::new("/bin/sh")
         .args(["-c", "umask 022 && exec update-ca-trust"])
-        .status()
+        .stdin(std::process::Stdio::null())
+        .output()
         .await
         .context("running update-ca-trust")?;
-    anyhow::ensure!(status.success(), "update-ca-trust failed: {status}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(
+        out.status.success(),
+        "error running update-ca-trust: {}: {}",
+        stderr.trim_end(),
+        out.status
+    );
     Ok(())
 }

@@ -9,7 +9,7 @@ use machine_config::mco::image::layered_image;
 use machine_config::{Config, MachineConfig};
 
 use super::{Engine, os};
-use crate::validate::{ValidationReport, validate, validate_paths};
+use crate::validate::{SpecRules, ValidationReport, validate_as, validate_paths_as};
 
 /// What validating the node against a config found.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ impl Engine {
         NodeValidation {
             config: validated_against(config).to_string(),
             os: os_problems,
-            files: validate(&self.root, config.name(), ign),
+            files: validate_as(&self.root, config.name(), ign, SpecRules::of(config)),
         }
     }
 
@@ -96,7 +96,7 @@ impl Engine {
 
     /// Validates files and units only (the drift monitor's check).
     pub fn validate_files(&self, config: &MachineConfig, ign: &Config) -> ValidationReport {
-        validate(&self.root, config.name(), ign)
+        validate_as(&self.root, config.name(), ign, SpecRules::of(config))
     }
 
     /// Validates what the config says about the `changed` paths only (a drift event's check).
@@ -106,6 +106,7 @@ impl Engine {
         ign: &Config,
         changed: &BTreeSet<String>,
     ) -> ValidationReport {
-        validate_paths(&self.root, config.name(), ign, changed)
+        let rules = SpecRules::of(config);
+        validate_paths_as(&self.root, config.name(), ign, changed, rules)
     }
 }

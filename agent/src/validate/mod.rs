@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use machine_config::{Config, ContentsReader, File, Unit};
+use machine_config::{Config, ContentsReader, File, MachineConfig, SpecVersion, Unit};
 use sha2::{Digest as _, Sha256};
 
 use crate::rootfs::accounts::Accounts;
@@ -37,8 +37,41 @@ pub const SKIPPED_FILES: [&str; 3] = [
 /// Mode of unit files and drop-ins.
 const UNIT_FILE_MODE: u32 = 0o644;
 
-/// Validates `root` against `config` (named `config_name` in messages).
+/// The unit rules a config is validated with: those of the spec it was written in, as the MCD
+/// validates a config in the spec it was created with (`validateOnDiskStateImpl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpecRules {
+    /// `checkV2Unit`: enablement is not checked. Deliberately unlike `checkV2Unit`, an empty
+    /// drop-in may be missing: the writer removes it (as the MCD's `writeDropins` does), and
+    /// requiring it would fail every spec 2.2 config with one (docs/mcd-compatibility.md).
+    V2,
+    /// `checkV3Unit`: an empty drop-in may be missing (apply removes it); enablement checked.
+    #[default]
+    V3,
+}
+
+impl SpecRules {
+    /// The rules of the spec `config` declares (spec 2.2 → [`SpecRules::V2`]).
+    pub fn of(config: &MachineConfig) -> Self {
+        match config.config_version() {
+            Some(SpecVersion::V2_2) => SpecRules::V2,
+            _ => SpecRules::V3,
+        }
+    }
+}
+
+/// Validates `root` against `config` (named `config_name` in messages) with the spec 3 rules.
 pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationReport {
+    validate_as(root, config_name, config, SpecRules::V3)
+}
+
+/// Validates `root` against `config` with the unit `rules` of the spec it was written in.
+pub fn validate_as(
+    root: &Root,
+    config_name: &str,
+    config: &Config,
+    rules: SpecRules,
+) -> ValidationReport {
     // Unreadable databases resolve no names: owners given by name are then reported.
     let accounts = Accounts::load(root).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot read the root's user database");
@@ -47,6 +80,7 @@ pub fn validate(root: &Root, config_name: &str, config: &Config) -> ValidationRe
     let check = Check {
         root,
         accounts: &accounts,
+        rules,
     };
     let mut mismatches = check_files(&check, &config.storage.files);
     // Nothing changes the links while they are checked: read once for all the units.
@@ -69,6 +103,17 @@ pub fn validate_paths(
     config_name: &str,
     config: &Config,
     changed: &BTreeSet<String>,
+) -> ValidationReport {
+    validate_paths_as(root, config_name, config, changed, SpecRules::V3)
+}
+
+/// [`validate_paths`] with the unit `rules` of the spec the config was written in.
+pub fn validate_paths_as(
+    root: &Root,
+    config_name: &str,
+    config: &Config,
+    changed: &BTreeSet<String>,
+    rules: SpecRules,
 ) -> ValidationReport {
     let mut subset = Config::default();
     subset.storage.files = config
@@ -93,7 +138,7 @@ pub fn validate_paths(
     if core_paths(root, config).iter().any(|p| changed.contains(p)) {
         subset.passwd = config.passwd.clone();
     }
-    validate(root, config_name, &subset)
+    validate_as(root, config_name, &subset, rules)
 }
 
 /// The paths core's keys and password hash live in on `root`, when `config` manages them (see
@@ -107,6 +152,7 @@ pub fn core_paths(root: &Root, config: &Config) -> Vec<String> {
 struct Check<'a> {
     root: &'a Root,
     accounts: &'a Accounts,
+    rules: SpecRules,
 }
 
 /// Below this many bytes of sources, one thread checks all the files (starting threads costs
@@ -245,7 +291,7 @@ fn check_unit(check: &Check<'_>, units: &OfflineUnits<'_>, unit: &Unit, out: &mu
         let path = format!("{SYSTEM_UNIT_DIR}/{}.d/{}", unit.name, dropin.name);
         let contents = dropin.contents.as_deref().unwrap_or("");
         // An empty drop-in is removed by apply; a zero-length file is accepted too. A failing
-        // stat is reported bare, as the MCD does.
+        // stat is reported bare, as the MCD does. (Spec 2 too, see `SpecRules::V2`.)
         if contents.is_empty() {
             match root.lstat(Path::new(&path)) {
                 Ok(None) => continue,
@@ -290,7 +336,8 @@ fn check_unit(check: &Check<'_>, units: &OfflineUnits<'_>, unit: &Unit, out: &mu
         contents.as_bytes(),
         out,
     );
-    if let Some(enabled) = unit.enabled {
+    // `checkV2Unit` does not check enablement.
+    if let (Some(enabled), SpecRules::V3) = (unit.enabled, check.rules) {
         check_enablement(units, &path, &unit.name, enabled, out);
     }
 }

@@ -331,3 +331,100 @@ fn contents_that_do_not_decode_are_reported_even_when_the_file_holds_their_bytes
         report.mismatches[0].message
     );
 }
+
+/// The unit rules of the spec a config was written in, as the MCD's `validateOnDiskStateImpl`
+/// picks them: one row per decision, naming the MCD function.
+#[test]
+fn units_are_checked_with_the_rules_of_their_spec() {
+    type Breaker = fn(&Path);
+    let disabled: &[&str] =
+        &[r#"unit "x.service" expected enabled=true, but systemd reports "disabled""#];
+    let empty_present: Breaker = |r| {
+        write(
+            r,
+            "/etc/systemd/system/x.service.d/20-empty.conf",
+            "",
+            0o644,
+        )
+    };
+    let disable: Breaker = |r| {
+        fs::remove_file(r.join("etc/systemd/system/multi-user.target.wants/x.service")).unwrap()
+    };
+    let rows: &[(&str, SpecRules, Option<Breaker>, &[&str])] = &[
+        (
+            "checkV3Dropin: an empty drop-in may be missing",
+            SpecRules::V3,
+            None,
+            &[],
+        ),
+        (
+            "checkV3Dropin: or present and empty",
+            SpecRules::V3,
+            Some(empty_present),
+            &[],
+        ),
+        // Deliberate difference: `checkV2Unit` requires the empty drop-in the writer removed.
+        (
+            "checkV2Unit (deliberately not): an empty drop-in may be missing",
+            SpecRules::V2,
+            None,
+            &[],
+        ),
+        (
+            "checkV2Unit: an empty one too, empty",
+            SpecRules::V2,
+            Some(empty_present),
+            &[],
+        ),
+        (
+            "checkV3Unit: checkUnitEnabled",
+            SpecRules::V3,
+            Some(disable),
+            disabled,
+        ),
+        (
+            "checkV2Unit: enablement not checked",
+            SpecRules::V2,
+            Some(|r| {
+                write(
+                    r,
+                    "/etc/systemd/system/x.service.d/20-empty.conf",
+                    "",
+                    0o644,
+                );
+                fs::remove_file(r.join("etc/systemd/system/multi-user.target.wants/x.service"))
+                    .unwrap()
+            }),
+            &[],
+        ),
+    ];
+    for (mcd, rules, breaker, want) in rows {
+        let dir = matching_root();
+        if let Some(b) = breaker {
+            b(dir.path());
+        }
+        let root = Root::open(dir.path()).unwrap();
+        let report = validate_as(&root, "rendered-worker-1", &config(), *rules);
+        let got: Vec<&str> = report
+            .mismatches
+            .iter()
+            .map(|m| m.message.as_str())
+            .collect();
+        assert_eq!(&got, want, "{mcd}");
+    }
+    // The rules follow the version the MachineConfig's config declares.
+    for (version, want) in [
+        ("2.2.0", SpecRules::V2),
+        ("3.2.0", SpecRules::V3),
+        ("3.5.0", SpecRules::V3),
+    ] {
+        let mc = MachineConfig::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "rendered-worker-1"},
+            "spec": {"config": {"ignition": {"version": version}}},
+        }))
+        .unwrap();
+        assert_eq!(SpecRules::of(&mc), want, "{version}");
+    }
+}

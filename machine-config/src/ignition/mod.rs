@@ -14,7 +14,6 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use types::*;
-pub(crate) use validate::check_path;
 pub use validate::go_octal;
 pub use validate::{deferring_contents_base64, validate};
 

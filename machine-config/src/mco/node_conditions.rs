@@ -136,12 +136,11 @@ pub enum Progress {
     },
     RebootRequired,
     NoRebootRequired,
-    /// A post-config action reloaded `unit`.
+    /// A post-config action reloaded `unit`: a service as the policy names it, `crio` for
+    /// `Special`, `daemon-reload` for `DaemonReload` (the MCD's names).
     ServiceReloaded {
         unit: String,
     },
-    /// crio was reloaded for a registries change.
-    CrioReloaded,
     Rebooted,
     /// In `config` after an update (`applying`: the annotations are being written), or after
     /// the agent started.
@@ -339,12 +338,6 @@ impl Progress {
                 True,
                 UPDATE_POST_ACTION_COMPLETE,
                 format!("Node has reloaded service {unit}"),
-            ),
-            Progress::CrioReloaded => single(
-                UPDATE_POST_ACTION_COMPLETE,
-                True,
-                UPDATE_POST_ACTION_COMPLETE,
-                "Node has reloaded CRIO".into(),
             ),
             Progress::Rebooted => single(
                 REBOOTED_NODE,

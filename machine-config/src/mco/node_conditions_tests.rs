@@ -219,13 +219,17 @@ fn each_step_sets_the_mcd_conditions() {
                 None,
             ),
         ),
+        // `Special` reloads crio, named as the MCD names it
+        // (`executeReloadServiceNodeDisruptionAction` with `constants.CRIOServiceName`).
         (
-            Progress::CrioReloaded,
+            Progress::ServiceReloaded {
+                unit: "crio".into(),
+            },
             (
                 UPDATE_POST_ACTION_COMPLETE,
                 True,
                 UPDATE_POST_ACTION_COMPLETE,
-                "Node has reloaded CRIO",
+                "Node has reloaded service crio",
                 None,
             ),
         ),

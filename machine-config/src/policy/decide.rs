@@ -197,9 +197,11 @@ pub fn decide(diff: &ConfigDiff, policies: &ClusterPolicies, force: bool) -> Dec
     finish(decisions)
 }
 
-/// The update's actions from its decisions: any `Reboot` is a single `Reboot`; `None` goes
-/// when other actions remain, and all-`None` is a single `None` (no de-duplication otherwise,
-/// as the MCD).
+/// The update's actions from its decisions, as the MCD's
+/// `calculatePostConfigChangeNodeDisruptionActionFromMCDiffs` reduces them: any `Reboot` is a
+/// single `Reboot`; `None` goes when other actions remain, and all-`None` is a single `None`;
+/// policies with `actions: []` add nothing, so an update whose policies all say so has no
+/// action at all (no de-duplication otherwise).
 fn finish(decisions: Vec<Decision>) -> Decided {
     let mut actions: Vec<Action> = decisions
         .iter()
@@ -207,6 +209,7 @@ fn finish(decisions: Vec<Decision>) -> Decided {
         .collect();
     if actions.contains(&Action::Reboot) {
         actions = vec![Action::Reboot];
+    } else if actions.is_empty() {
     } else if actions.iter().all(|a| *a == Action::None) {
         actions = vec![Action::None];
     } else {

@@ -6,6 +6,7 @@
 mod decide;
 mod defaults;
 mod legacy;
+mod spec_rules;
 
 use std::fmt;
 
@@ -20,6 +21,8 @@ use crate::machineconfiguration::{
 pub use decide::{Decided, Decision, Origin, Rule, Subject, decide};
 pub use defaults::{HOOKS_DIR, default_policy};
 pub use legacy::{LegacyAction, legacy_action};
+pub use spec_rules::SPEC_ACTION_TYPES;
+pub(crate) use spec_rules::check_spec;
 
 /// One post-update action.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -147,11 +150,14 @@ impl ClusterPolicies {
 
     /// The policy of the longest path equal to or above `path` (the MCD's closest match).
     pub fn file_policy(&self, path: &str) -> Option<&FilePolicy> {
-        self.0
-            .files
-            .iter()
-            .filter(|p| under(&p.path, path))
-            .max_by_key(|p| p.path.len())
+        // The first of the longest, as the MCD keeps a match only when it is strictly longer.
+        self.0.files.iter().filter(|p| under(&p.path, path)).fold(
+            None,
+            |best: Option<&FilePolicy>, p| match best {
+                Some(b) if b.path.len() >= p.path.len() => Some(b),
+                _ => Some(p),
+            },
+        )
     }
 
     /// The policy of the unit named exactly `name`.
@@ -183,10 +189,37 @@ fn origin(is_default: bool) -> Origin {
     }
 }
 
-/// Whether `path` is `policy` or lies under it (as a directory).
+/// Whether `path` is `policy` or lies under it as a directory, as the MCD's
+/// `FindClosestFilePolicyPathMatch` and `IsSubdirectory` decide: the policy path cleaned
+/// (`/etc/myapp/` is `/etc/myapp`) and a separator appended, so `/` (`//`) matches no file.
 fn under(policy: &str, path: &str) -> bool {
-    let dir = policy.trim_end_matches('/');
-    path == policy || path.starts_with(&format!("{dir}/"))
+    path == policy || clean(path).starts_with(&format!("{}/", clean(policy)))
+}
+
+/// Go's `filepath.Clean` for the paths policies name: repeated separators and `.` elements
+/// dropped, `..` resolved lexically (never above the root), no trailing separator but on `/`.
+fn clean(path: &str) -> String {
+    let rooted = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !rooted {
+                    parts.push("..");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
 }
 
 /// Whether the actions need a drain. `registries_unsafe` is the verdict of the registries.conf

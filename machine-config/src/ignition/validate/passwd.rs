@@ -3,33 +3,42 @@
 //! A password hash ends up as a field of `/etc/shadow` (or `/etc/gshadow`), whose fields are
 //! separated by `:` and whose entries are lines: a hash holding either would split or add an
 //! entry (a second `root::...` line is an empty root password). Ignition and the MCD write the
-//! hash as it is; here it must have one of the forms crypt(3) and shadow(5) use, and the message
-//! says what is wrong without ever showing the hash.
+//! hash as it is. Here a hash is refused only where writing it would corrupt the shadow file or
+//! lock the account by accident; every hash glibc's crypt(3) takes is accepted (its MD5, SHA and
+//! bcrypt methods take any character but `$` in the salt, so `$1$+i1#1svK$...` is a valid
+//! MD5-crypt hash). The message says what is wrong without ever showing the hash.
 
 use std::collections::HashMap;
 
 use super::{Report, named, unique_strings};
 use crate::ignition::types::Config;
 
-/// Characters of crypt(3)'s hash encoding (`./0-9A-Za-z`), and what may appear in a parameter
-/// field (`rounds=5000`, comma-separated options).
+/// Characters of crypt(3)'s hash encoding (`./0-9A-Za-z`): what crypt writes after the last
+/// `$`, so a hash with anything else there matches no password.
 fn crypt_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '.' || c == '/'
 }
 
-fn param_char(c: char) -> bool {
-    crypt_char(c) || c == '=' || c == ','
+/// What a method id may hold: lower-case letters and digits, and the parameters Sun's MD5 puts
+/// in it (`$md5,rounds=5000$`).
+fn method_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == ',' || c == '='
 }
 
 /// Length of a traditional DES hash (two salt characters, eleven of hash).
 const DES_HASH_LEN: usize = 13;
 
+/// Length of a BSDi extended DES hash (`_`, four of rounds, four of salt, eleven of hash).
+const BSDI_HASH_LEN: usize = 20;
+
 /// The forms accepted, for messages.
 const FORMS: &str = "a crypt(3) hash ($id$salt$hash), \"*\", a \"!\"-locked hash, or empty";
 
 /// Checks a password hash: empty (no password), any number of `!` (a locked account) before
-/// `*`, nothing, a `$id$[params$]salt$hash` hash in crypt's alphabet, or a traditional DES hash.
-/// The error says what is wrong and never contains the hash.
+/// `*`, nothing, or a crypt(3) hash: `$id$[params$]salt$hash` (the salt and parameters as glibc
+/// takes them: anything but `$`, even empty; the hash in crypt's alphabet), a traditional or a
+/// BSDi DES hash. Refused: what would split the shadow entry (`:`, line breaks, control
+/// characters) and what no password can match. The error never contains the hash.
 pub(crate) fn check_password_hash(hash: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("password hash (not shown) is not {FORMS}: {why}"));
     if hash.contains(['\n', '\r']) {
@@ -41,9 +50,6 @@ pub(crate) fn check_password_hash(hash: &str) -> Result<(), String> {
     if hash.chars().any(|c| c.is_control()) {
         return bad("it contains a control character");
     }
-    if !hash.is_ascii() {
-        return bad("it contains a non-ASCII character");
-    }
     let body = hash.trim_start_matches('!');
     if body.is_empty() || body == "*" {
         return Ok(());
@@ -51,29 +57,29 @@ pub(crate) fn check_password_hash(hash: &str) -> Result<(), String> {
     if let Some(rest) = body.strip_prefix('$') {
         let mut fields = rest.split('$');
         let id = fields.next().unwrap_or_default();
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        {
+        if id.is_empty() || !id.chars().all(method_char) {
             return bad(
                 "the method id between the first two '$' is not lower-case letters and digits",
             );
         }
         let fields: Vec<&str> = fields.collect();
-        if fields.len() < 2 {
+        let Some((hashed, _salt_and_params)) = fields.split_last().filter(|_| fields.len() >= 2)
+        else {
             return bad("it has no '$' between its salt and its hash");
+        };
+        if hashed.is_empty() {
+            return bad("the hash after the last '$' is empty, so no password matches it");
         }
-        if fields.iter().any(|f| f.is_empty()) {
-            return bad("it has an empty '$'-separated field");
-        }
-        let (last, params) = fields.split_last().unwrap_or((&"", &[]));
-        if !last.chars().all(crypt_char) || !params.iter().all(|f| f.chars().all(param_char)) {
-            return bad("it contains a character outside crypt(3)'s alphabet (./0-9A-Za-z)");
+        if !hashed.chars().all(crypt_char) {
+            return bad(
+                "the hash after the last '$' has a character outside crypt(3)'s alphabet \
+                 (./0-9A-Za-z), so no password matches it",
+            );
         }
         return Ok(());
     }
-    if body.len() == DES_HASH_LEN && body.chars().all(crypt_char) {
+    let des = body.len() == DES_HASH_LEN || (body.len() == BSDI_HASH_LEN && body.starts_with('_'));
+    if des && body.trim_start_matches('_').chars().all(crypt_char) {
         return Ok(());
     }
     bad("it does not start with '$' and is not a 13-character DES hash")
@@ -179,26 +185,51 @@ mod tests {
         }
     }
 
+    /// One row per form: the hash, and whether glibc's crypt(3) and shadow(5) take it (the MCD
+    /// writes `passwordHash` as given, `update.go` `SetPasswordHash`; so does Ignition).
     #[test]
-    fn accepts_what_crypt_and_shadow_use() {
-        for ok in [
-            "",
-            "*",
-            "!",
-            "!!",
-            "!*",
-            "$6$saltsalt$Gz0r8G5sQ0Ji5F1a/x.Y",
-            "$6$rounds=5000$salt$hash",
-            "!$6$salt$hash",
-            "$y$j9T$F5Jx5fExrKuPp53xLKQ..1$X3DX6M94c7o.9agCG9G317fhZg9SqC.5i5rd.RhAtQ7",
-            "$2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW",
-            "$1$abc$def",
-            "abJnggxhB/yWI",
+    fn accepts_every_form_crypt_and_shadow_take() {
+        for (ok, form) in [
+            ("", "empty: no password"),
+            ("*", "no password login"),
+            ("!", "locked, no password"),
+            ("!!", "locked twice (useradd's default)"),
+            ("!*", "locked"),
+            ("!$6$salt$hash", "a locked SHA-512 hash"),
+            ("$6$saltsalt$Gz0r8G5sQ0Ji5F1a/x.Y", "SHA-512"),
+            ("$6$rounds=5000$salt$hash", "SHA-512 with rounds"),
+            ("$6$$hash", "SHA-512, empty salt"),
+            (
+                "$y$j9T$F5Jx5fExrKuPp53xLKQ..1$X3DX6M94c7o.9agCG9G317fhZg9SqC.5i5rd.RhAtQ7",
+                "yescrypt",
+            ),
+            (
+                "$2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW",
+                "bcrypt",
+            ),
+            ("$1$abc$def", "MD5"),
+            (
+                "$1$+i1#1svK$cS8m8U0tQ/7zqvGAVcCk01",
+                "MD5 with '+' and '#' in its salt (the regression)",
+            ),
+            (
+                "$5$s@lt %&$hash",
+                "SHA-256: any character but '$' in the salt",
+            ),
+            ("$6$sälz$hash", "a non-ASCII salt (glibc takes bytes)"),
+            ("$3$$8846f7eaee8fb117ad06bdd830b7586c", "NT hash, no salt"),
+            (
+                "$md5,rounds=5000$GUBv0xjJ$$mSwgIswdjlTY0YxV7HBVm0",
+                "Sun MD5",
+            ),
+            ("abJnggxhB/yWI", "traditional DES"),
+            ("_J9..CCCCXBrJUJV154M", "BSDi extended DES"),
         ] {
-            assert_eq!(check_password_hash(ok), Ok(()), "{ok:?}");
+            assert_eq!(check_password_hash(ok), Ok(()), "{form}: {ok:?}");
         }
     }
 
+    /// One row per refusal: what would corrupt the shadow file or lock the account by accident.
     #[test]
     fn refuses_what_would_corrupt_shadow_without_showing_it() {
         for (bad, why) in [
@@ -206,14 +237,15 @@ mod tests {
             ("$6$s$h\r", "line break"),
             ("$6$s:$h", "':'"),
             ("$6$s\u{7}$h", "control character"),
-            ("$6$s$hé", "non-ASCII"),
             ("$6$x", "no '$' between"),
-            ("$6$$h", "empty"),
+            ("$6$s$", "hash after the last '$' is empty"),
             ("$$s$h", "method id"),
-            ("$6$s$h h", "alphabet"),
-            ("$6$s=$h=", "alphabet"),
+            ("$SHA$s$h", "method id"),
+            ("$6$s$h h", "outside crypt(3)'s alphabet"),
+            ("$6$s$hé", "outside crypt(3)'s alphabet"),
             ("hunter2", "does not start with '$'"),
             ("*LK*", "does not start with '$'"),
+            ("_J9..CCCCXBrJUJV154", "does not start with '$'"),
         ] {
             let e = check_password_hash(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
