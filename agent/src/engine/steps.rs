@@ -153,6 +153,9 @@ impl Engine {
                     Next::Step(Step::Os)
                 }
                 Ok(()) => {
+                    if let Err(e) = self.tune_kernel_args(ctx).await {
+                        return fail(rec, format!("{e:#}"));
+                    }
                     self.reporter.progress(applied(&ctx.plan, true)).await;
                     Next::Step(after_changes(rec))
                 }

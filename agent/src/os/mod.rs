@@ -36,6 +36,7 @@ mod packages;
 pub mod pull_secret;
 pub mod rpmdb;
 pub mod sysroot;
+pub mod tuning;
 mod types;
 pub mod validate;
 

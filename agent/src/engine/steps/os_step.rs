@@ -70,6 +70,22 @@ impl Engine {
             rec.os_base = None;
         }
         ctx.report.os_changes = staged.done;
+        self.tune_kernel_args(ctx).await?;
         failpoint("engine::os-done")
+    }
+
+    /// The node's own kernel tuning (`/etc/pivot/kernel-args`), after the OS changes and
+    /// before the config is recorded, where the MCD's `update` runs `UpdateTuningArgs`.
+    pub(super) async fn tune_kernel_args(&self, ctx: &mut Ctx) -> Result<()> {
+        let Some(os) = self.seams.os.as_ref().filter(|_| self.checks_os()) else {
+            return Ok(());
+        };
+        let change = crate::os::tuning::apply(&self.root, os.as_ref()).await?;
+        if !change.is_empty() {
+            ctx.report
+                .os_changes
+                .push(crate::os::tuning::describe(&change));
+        }
+        Ok(())
     }
 }

@@ -26,6 +26,7 @@ impl Engine {
     pub(super) async fn write(&self, rec: &UpdateRecord, ctx: &mut Ctx) -> Result<()> {
         self.reporter.progress(applied(&ctx.plan, false)).await;
         failpoint("engine::writing")?;
+        crate::os::tuning::read(&self.root)?; // (a malformed file fails before any change)
         backups::restore_stamps(&self.root, rec)?;
         let options = ApplyOptions {
             field_prefix: self.opts.field_prefix,
