@@ -149,11 +149,17 @@ fn errors_name_what_is_wrong() {
     assert_eq!(out.status.code(), Some(2), "usage errors are clap's 2");
 }
 
-/// PATH with the plugin's directory first, as an installed or checked-out plugin is found.
-fn path_with_plugin() -> std::ffi::OsString {
-    let dir = plugin().parent().unwrap().to_path_buf();
+/// PATH with a directory holding only `kubectl-mco` first, as an installed plugin is found.
+/// Not cargo's output directory itself: `kubectl plugin list` warns about, and fails on, every
+/// `kubectl-*` name there that is not executable (cargo's `kubectl-mco.d` dependency file).
+fn path_with_plugin(dir: &std::path::Path) -> std::ffi::OsString {
+    let link = dir.join("kubectl-mco");
+    if !link.exists() {
+        std::os::unix::fs::symlink(plugin(), &link).unwrap();
+    }
     std::env::join_paths(
-        std::iter::once(dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        std::iter::once(dir.to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
     )
     .unwrap()
 }
@@ -161,10 +167,11 @@ fn path_with_plugin() -> std::ffi::OsString {
 #[test]
 fn through_kubectl_plugin_mechanism() {
     let server = server();
+    let bin = tempfile::tempdir().unwrap();
     let out = run(server
         .kubectl(server.kubeconfig())
         .args(["plugin", "list", "--name-only"])
-        .env("PATH", path_with_plugin()));
+        .env("PATH", path_with_plugin(bin.path())));
     assert!(
         String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -186,7 +193,7 @@ fn through_kubectl_plugin_mechanism() {
             "-n",
             "default",
         ])
-        .env("PATH", path_with_plugin())
+        .env("PATH", path_with_plugin(bin.path()))
         .env("KUBECONFIG", server.kubeconfig())
         .env("HOME", server.dir()));
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -199,7 +206,7 @@ fn through_kubectl_plugin_mechanism() {
     let out = run(Command::new("kubectl")
         .args(["mco", "nodes", "worker", "--kubeconfig"])
         .arg(server.kubeconfig())
-        .env("PATH", path_with_plugin())
+        .env("PATH", path_with_plugin(bin.path()))
         .env("HOME", server.dir()));
     assert!(String::from_utf8_lossy(&out.stdout).contains("worker-2"));
 }
