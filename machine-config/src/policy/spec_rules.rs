@@ -5,18 +5,16 @@
 //! matches no file; see [`super::ClusterPolicies::file_policy`]).
 
 use crate::error::Issue;
-use crate::machineconfiguration::{NodeDisruptionPolicy, PolicyAction, ServiceRef};
+use crate::machineconfiguration::{
+    NodeDisruptionPolicy, POLICY_ACTION_TYPES, PolicyAction, ServiceRef,
+};
 
-/// The action types a user's policy may name (the spec's enum: `Special` is the operator's own,
-/// in the status only).
-pub const SPEC_ACTION_TYPES: [&str; 6] = [
-    "Reboot",
-    "Drain",
-    "Reload",
-    "Restart",
-    "DaemonReload",
-    "None",
-];
+/// The action types a user's policy may name: the status's ([`POLICY_ACTION_TYPES`]) but the
+/// last, `Special`, which is the operator's own.
+pub const SPEC_ACTION_TYPES: &[&str] = match POLICY_ACTION_TYPES.split_last() {
+    Some((_special, spec)) => spec,
+    None => panic!("POLICY_ACTION_TYPES is empty"),
+};
 
 /// Items the API takes: files and units (each), actions of one entry.
 const MAX_ENTRIES: usize = 50;
@@ -165,7 +163,24 @@ fn name_prefix_ok(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::name_prefix_ok;
+    use super::{POLICY_ACTION_TYPES, SPEC_ACTION_TYPES, name_prefix_ok};
+
+    /// The spec's enum is the status's without the operator's own `Special`, which comes last.
+    #[test]
+    fn a_users_policy_names_every_action_type_but_special() {
+        assert_eq!(POLICY_ACTION_TYPES.last(), Some(&"Special"));
+        assert_eq!(
+            SPEC_ACTION_TYPES,
+            [
+                "Reboot",
+                "Drain",
+                "Reload",
+                "Restart",
+                "DaemonReload",
+                "None"
+            ]
+        );
+    }
 
     #[test]
     fn service_name_prefix_as_the_api_pattern_matches_it() {
