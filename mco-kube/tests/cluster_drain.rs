@@ -89,7 +89,7 @@ fn event_reasons(server: &TestApiServer) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
+async fn drain_evicts_in_parallel_and_leaves_running_daemonset_and_mirror_pods() {
     let server = cluster();
     server.seed(fixtures::daemonset("apps", "agent")).unwrap();
     server
@@ -106,9 +106,13 @@ async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
             &[("app", "cache")],
         ))
         .unwrap();
+    // Finished pods go, a DaemonSet's too (kubectl's filters let every finished pod through).
     let mut finished = fixtures::pod("apps", "job-done", NODE, &[]);
     finished["status"]["phase"] = json!("Succeeded");
     server.seed(finished).unwrap();
+    let mut failed = fixtures::daemonset_pod("apps", "agent-old", NODE, "agent");
+    failed["status"]["phase"] = json!("Failed");
+    server.seed(failed).unwrap();
     let mut unmanaged = fixtures::pod("apps", "bare", NODE, &[]);
     unmanaged["metadata"]["ownerReferences"] = json!([]);
     server.seed(unmanaged).unwrap();
@@ -138,33 +142,34 @@ async fn drain_evicts_in_parallel_and_leaves_daemonset_and_mirror_pods() {
             json!({"maxUnavailable": "75%"}),
         ))
         .unwrap();
-    // Each evicted pod takes 2 s to terminate: one after the other would take 10 s.
+    // Each evicted pod takes 2 s to terminate: one after the other would take 14 s.
     server.set_pod_termination_delay(Duration::from_secs(2));
 
     let api = node_api(&server, DrainMode::Agent, fast_drain()).await;
     let started = Instant::now();
     api.drain("rendered-worker-1").await.unwrap();
     let elapsed = started.elapsed();
-    eprintln!("drain of 5 pods with 2 s termination each took {elapsed:?}");
-    // One after the other cannot take less than 10 s; in parallel it takes about 2 s. The bound
-    // sits just under the serial floor so a loaded machine does not fail a parallel drain.
+    eprintln!("drain of 7 pods with 2 s termination each took {elapsed:?}");
+    // One after the other cannot take less than 14 s; in parallel it takes about 2 s. The bound
+    // sits well under the serial floor so a loaded machine does not fail a parallel drain.
     assert!(
         elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(9500),
         "{elapsed:?}: the evictions did not run in parallel"
     );
 
     assert_eq!(node(&server)["spec"]["unschedulable"], true);
-    assert_eq!(
-        pod_names(&server, NODE),
-        ["agent-w0", "etcd-w0", "job-done"]
-    );
+    assert_eq!(pod_names(&server, NODE), ["agent-w0", "etcd-w0"]);
     assert_eq!(pod_names(&server, "worker-1"), ["web-other"]);
     let requests = server.requests();
     let evictions: Vec<_> = requests
         .iter()
         .filter(|r| r.path.ends_with("/eviction") && r.status == 201)
         .collect();
-    assert_eq!(evictions.len(), 5, "web-1..3, cache and bare are evicted");
+    assert_eq!(
+        evictions.len(),
+        7,
+        "web-1..3, cache, bare, job-done and agent-old are evicted"
+    );
     assert!(
         evictions.iter().all(|r| r.user == EVICTOR),
         "evictions use the eviction credential"

@@ -4,7 +4,8 @@
 //! cannot finish names each pod left and what holds it: the PodDisruptionBudget and its
 //! message, finalizers, or the API error.
 //!
-//! Skipped: DaemonSet pods, mirror pods, finished pods (see [`pods::disposition`]).
+//! Skipped: running DaemonSet pods and mirror pods; finished pods are removed (see
+//! [`pods::disposition`]).
 
 mod evict;
 pub mod pods;

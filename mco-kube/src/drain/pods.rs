@@ -17,9 +17,13 @@ pub enum Disposition {
     Skip(&'static str),
 }
 
-/// Decides for one pod. Unmanaged pods (no controller) are evicted too (the drain controller
-/// runs with `Force`). Pods with emptyDir volumes are evicted like any other: kubectl's
-/// `--delete-emptydir-data` only permits draining them, it does not change how.
+/// Decides for one pod, as kubectl's drain filters do with the MCO's options. Unmanaged pods
+/// (no controller) are evicted too (the drain runs with `Force`). Pods with emptyDir volumes are
+/// evicted like any other: kubectl's `--delete-emptydir-data` only permits draining them, it
+/// does not change how. Finished pods (`Succeeded`, `Failed`) are removed, DaemonSet-managed
+/// ones included, as every one of kubectl's filters lets them through: the Eviction API deletes
+/// them without asking their budget, and a node left with them would show them after the
+/// reboot as pods that ran there.
 pub fn disposition(pod: &Pod) -> Disposition {
     let meta = &pod.metadata;
     if meta
@@ -29,16 +33,16 @@ pub fn disposition(pod: &Pod) -> Disposition {
     {
         return Disposition::Skip("mirror pod");
     }
-    if let Some(phase) = pod.status.as_ref().and_then(|s| s.phase.as_deref())
-        && matches!(phase, "Succeeded" | "Failed")
-    {
-        return Disposition::Skip("finished");
-    }
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|phase| matches!(phase, "Succeeded" | "Failed"));
     let daemonset = meta.owner_references.as_ref().is_some_and(|refs| {
         refs.iter()
             .any(|r| r.controller == Some(true) && r.kind == "DaemonSet")
     });
-    if daemonset {
+    if daemonset && !finished {
         return Disposition::Skip("DaemonSet-managed");
     }
     if meta.deletion_timestamp.is_some() {
@@ -104,11 +108,20 @@ mod tests {
             ),
             (
                 json!({"status": {"phase": "Succeeded"}}),
-                Disposition::Skip("finished"),
+                Disposition::Evict,
+            ),
+            (json!({"status": {"phase": "Failed"}}), Disposition::Evict),
+            (
+                json!({"status": {"phase": "Succeeded"}, "metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]}}),
+                Disposition::Evict,
             ),
             (
-                json!({"status": {"phase": "Failed"}}),
-                Disposition::Skip("finished"),
+                json!({"status": {"phase": "Failed"}, "metadata": {"annotations": {MIRROR_ANNOTATION: "x"}}}),
+                Disposition::Skip("mirror pod"),
+            ),
+            (
+                json!({"status": {"phase": "Succeeded"}, "metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}),
+                Disposition::Wait,
             ),
             (
                 json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}),
