@@ -54,10 +54,7 @@ async fn created_owned_by_the_node_then_kept() {
 
     // A new desiredConfig moves the spec (and the generation) before the status.
     api.set_desired("rendered-c");
-    let prepared = Progress::Prepared {
-        actions: vec!["Reboot".into()],
-        drain: true,
-    };
+    let prepared = Progress::Prepared { drain: true };
     report(&api, "worker", &prepared).await.unwrap();
     let o = api.machine_config_node_object().unwrap();
     assert_eq!(o["spec"]["configVersion"]["desired"], "rendered-c");

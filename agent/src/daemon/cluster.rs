@@ -66,6 +66,7 @@ fn publishes_now(progress: &Progress) -> bool {
         Progress::Updated
             | Progress::Degraded { error: Some(_) }
             | Progress::Unreconcilable { .. }
+            | Progress::ActionsUnavailable { .. }
             | Progress::Draining { .. }
             | Progress::DrainFailed { .. }
             | Progress::ApplyingFilesAndOs { os: true, .. }

@@ -45,6 +45,7 @@ mod tests {
 
     use machine_config::MachineConfiguration;
     use machine_config::mco::NodeState;
+    use machine_config::mco::node_conditions::Status;
 
     use super::*;
     use crate::cluster::{FakeNodeApi, NodeApi};
@@ -148,6 +149,30 @@ mod tests {
             "NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date"
         );
         assert!(d.retry_at.is_some());
+        // The MachineConfigNode says so as the MCD's does (update.go `update`), written by the
+        // reporter's task.
+        let prepared = || {
+            let mcn = api.machine_config_node_object()?;
+            crate::cluster::mcn::conditions(&mcn)
+                .into_iter()
+                .find(|c| c.kind == "UpdatePrepared" && c.status == Status::Unknown)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let condition = loop {
+            if let Some(c) = prepared() {
+                break c;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no UpdatePrepared Unknown within 10 s: {:?}",
+                api.machine_config_node_object()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(
+            condition.message,
+            "Update Failed compatibility validation. MachineConfigs rendered-a and rendered-b are not available for update. Error calculating post config change actions: NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date"
+        );
     }
 
     /// `spec.irreconcilableValidationOverrides` count under the IrreconcilableMachineConfig

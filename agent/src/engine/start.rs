@@ -290,7 +290,15 @@ impl Engine {
                 {
                     return Err(self.unreconcilable(plan, report).await);
                 }
-                return Err(Outcome::Degraded(format!("{e:#}")));
+                let error = format!("{e:#}");
+                self.reporter
+                    .progress(Progress::ActionsUnavailable {
+                        from: report.from.clone(),
+                        to: report.to.clone(),
+                        error: error.clone(),
+                    })
+                    .await;
+                return Err(Outcome::Degraded(error));
             }
         };
         let mut plan =
@@ -368,11 +376,14 @@ impl Engine {
             }
             return Err(Outcome::Degraded(reason));
         }
+        let actions: Vec<String> = plan.actions.iter().map(describe_action).collect();
+        tracing::info!(
+            actions = ?actions,
+            "Calculated node disruption actions: {}",
+            actions.join(", ")
+        );
         self.reporter
-            .progress(Progress::Prepared {
-                actions: plan.actions.iter().map(describe_action).collect(),
-                drain: plan.drain,
-            })
+            .progress(Progress::Prepared { drain: plan.drain })
             .await;
         let step = if plan.drain {
             Step::Draining
@@ -531,7 +542,7 @@ impl Engine {
     }
 }
 
-/// A post-config action as the MCD lists it in `UpdatePrepared` ("Restart crio.service").
+/// A post-config action as the MCD logs it ("Restart crio.service").
 fn describe_action(action: &machine_config::Action) -> String {
     match action.unit() {
         Some(unit) => format!("{} {unit}", action.type_name()),

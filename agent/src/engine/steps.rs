@@ -212,11 +212,15 @@ fn after_changes(rec: &UpdateRecord) -> Step {
     }
 }
 
-/// The files (and OS) step of `plan`: being applied, or `done`. "SSH Keys" in the MCD's
-/// message stands for files and users alike.
+/// The files (and OS) step of `plan`: being applied, or `done`. The flags count what the MCD's
+/// message counts (update.go `update`'s `updatesNeeded`): "OS" is an OS image, kernel type or
+/// extensions change (kernel arguments alone are not), "SSH Keys" a change of the users.
 fn applied(plan: &Plan, done: bool) -> Progress {
-    let os = super::os::plan_changes_os(plan);
-    let files = !plan.files.is_empty() || !plan.units.is_empty() || plan.passwd;
+    let os = plan.os_update
+        || plan.kernel_type
+        || !plan.extensions.install.is_empty()
+        || !plan.extensions.uninstall.is_empty();
+    let files = plan.passwd;
     if done {
         Progress::AppliedFilesAndOs { os, files }
     } else {
@@ -248,4 +252,87 @@ fn fail(rec: &mut UpdateRecord, reason: String) -> Next {
     tracing::warn!(update = rec.describe(), step = %rec.step, reason, "update step failed; rolling back");
     rec.reason = Some(reason);
     Next::Step(Step::RollingBack)
+}
+
+#[cfg(test)]
+mod tests {
+    use machine_config::plan::{Plan, PolicyOptions};
+    use machine_config::{MachineConfig, mco::node_conditions::Progress};
+    use serde_json::{Value, json};
+
+    fn config(spec: Value) -> MachineConfig {
+        let mut spec = spec;
+        let object = spec.as_object_mut().expect("a spec object");
+        object
+            .entry("osImageURL")
+            .or_insert_with(|| json!("quay.io/os@sha256:aa"));
+        let config = object
+            .entry("config")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("a config object");
+        config.insert("ignition".into(), json!({"version": "3.2.0"}));
+        MachineConfig::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "rendered-x"},
+            "spec": spec,
+        }))
+        .expect("a valid MachineConfig")
+    }
+
+    /// What `AppliedFilesAndOS` says, one row per case of update.go `update`'s
+    /// `updatesNeeded`: OS for `osUpdate || extensions || kernelType`, "SSH Keys" for `passwd`.
+    #[test]
+    fn applied_counts_what_the_mcd_counts() {
+        let file = json!({"storage": {"files": [{"path": "/etc/f", "mode": 420, "contents": {"source": "data:,x"}}]}});
+        let user = |key: &str| json!({"passwd": {"users": [{"name": "core", "sshAuthorizedKeys": [key]}]}});
+        let cases = [
+            ("a file", json!({}), json!({"config": file}), (false, false)),
+            (
+                "kernel arguments only",
+                json!({}),
+                json!({"kernelArguments": ["nosmt"]}),
+                (false, false),
+            ),
+            (
+                "the OS image",
+                json!({}),
+                json!({"osImageURL": "quay.io/os@sha256:bb"}),
+                (true, false),
+            ),
+            (
+                "the kernel type",
+                json!({}),
+                json!({"kernelType": "realtime"}),
+                (true, false),
+            ),
+            (
+                "an extension",
+                json!({}),
+                json!({"extensions": ["usbguard"]}),
+                (true, false),
+            ),
+            (
+                "an SSH key",
+                json!({"config": user("ssh-ed25519 AAAA a")}),
+                json!({"config": user("ssh-ed25519 BBBB b")}),
+                (false, true),
+            ),
+        ];
+        for (what, old, new, (os, files)) in cases {
+            let plan = Plan::new(&config(old), &config(new), &PolicyOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                super::applied(&plan, false),
+                Progress::ApplyingFilesAndOs { os, files },
+                "{what}"
+            );
+            assert_eq!(
+                super::applied(&plan, true),
+                Progress::AppliedFilesAndOs { os, files },
+                "{what}"
+            );
+        }
+    }
 }

@@ -101,13 +101,21 @@ pub struct Change {
 pub enum Progress {
     /// The node's config is not its desired one.
     NeedsUpdate,
-    /// The update is compatible; `actions` are the post-config actions, described.
+    /// The update is compatible. The MCD's message lists its legacy post-config actions, which
+    /// it calculates on first boot only (on a running node the cluster's policy decides, and the
+    /// list it prints is empty), so the message never names the policy's actions.
     Prepared {
-        actions: Vec<String>,
         drain: bool,
     },
     /// The update cannot be applied in place.
     Unreconcilable {
+        from: String,
+        to: String,
+        error: String,
+    },
+    /// The post-config actions cannot be calculated (the cluster's disruption policy status is
+    /// not ready): nothing is changed and the update is retried.
+    ActionsUnavailable {
         from: String,
         to: String,
         error: String,
@@ -230,14 +238,11 @@ impl Progress {
                 UPDATED,
                 format!("Node {} needs an update", node.name),
             ),
-            Progress::Prepared { actions, drain } => single(
+            Progress::Prepared { drain } => single(
                 UPDATE_PREPARED,
                 True,
                 UPDATE_PREPARED,
-                format!(
-                    "Update Compatible. Post Cfg Actions: [{}] Drain Required: {drain}",
-                    actions.join(" ")
-                ),
+                format!("Update Compatible. Post Cfg Actions: [] Drain Required: {drain}"),
             ),
             Progress::Unreconcilable { from, to, error } => single(
                 UPDATE_PREPARED,
@@ -245,6 +250,14 @@ impl Progress {
                 UPDATE_PREPARED,
                 format!(
                     "Update Failed compatibility validation. MachineConfigs {from} and {to} are not compatible. Err: {error}"
+                ),
+            ),
+            Progress::ActionsUnavailable { from, to, error } => single(
+                UPDATE_PREPARED,
+                Unknown,
+                UPDATE_PREPARED,
+                format!(
+                    "Update Failed compatibility validation. MachineConfigs {from} and {to} are not available for update. Error calculating post config change actions: {error}"
                 ),
             ),
             Progress::DrainNotRequired => {

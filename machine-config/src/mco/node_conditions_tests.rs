@@ -47,15 +47,28 @@ fn each_step_sets_the_mcd_conditions() {
             ),
         ),
         (
-            Progress::Prepared {
-                actions: vec!["Reboot".into()],
-                drain: true,
-            },
+            // update.go `update`: `actions` is the legacy list, calculated on first boot only
+            Progress::Prepared { drain: true },
             (
                 UPDATE_PREPARED,
                 True,
                 UPDATE_PREPARED,
-                "Update Compatible. Post Cfg Actions: [Reboot] Drain Required: true",
+                "Update Compatible. Post Cfg Actions: [] Drain Required: true",
+                None,
+            ),
+        ),
+        (
+            // update.go `update`: calculatePostConfigChangeNodeDisruptionAction failed
+            Progress::ActionsUnavailable {
+                from: "rendered-a".into(),
+                to: cfg(),
+                error: "NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date".into(),
+            },
+            (
+                UPDATE_PREPARED,
+                Unknown,
+                UPDATE_PREPARED,
+                "Update Failed compatibility validation. MachineConfigs rendered-a and rendered-b are not available for update. Error calculating post config change actions: NodeDisruptionPolicyStatus was not ready: NodeDisruptionPolicyStatus is not up to date",
                 None,
             ),
         ),
@@ -382,10 +395,7 @@ fn an_unchanged_parent_writes_nothing() {
 fn updated_resets_the_steps_of_the_update() {
     let steps = [
         Progress::NeedsUpdate,
-        Progress::Prepared {
-            actions: vec!["None".into()],
-            drain: false,
-        },
+        Progress::Prepared { drain: false },
         Progress::DrainNotRequired,
         Progress::ApplyingFilesAndOs {
             os: false,
@@ -470,11 +480,7 @@ fn updated_resets_the_steps_of_the_update() {
     // The next update's first step sees Updated=True: it turns False.
     let next = merge(
         &all,
-        &Progress::Prepared {
-            actions: vec![],
-            drain: true,
-        }
-        .change(&facts()),
+        &Progress::Prepared { drain: true }.change(&facts()),
         "rendered-c",
         LATER,
     )
@@ -501,11 +507,7 @@ fn desired_version_waits_for_a_compatible_update() {
         status_desired(&unreconcilable, Some("rendered-b")),
         NOT_YET_SET
     );
-    let prepared = Progress::Prepared {
-        actions: vec![],
-        drain: false,
-    }
-    .change(&facts());
+    let prepared = Progress::Prepared { drain: false }.change(&facts());
     assert_eq!(status_desired(&prepared, Some("rendered-b")), "rendered-b");
     let updated = Progress::Updated.change(&facts());
     assert_eq!(status_desired(&updated, Some("rendered-b")), "rendered-b");

@@ -49,7 +49,7 @@ async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> an
         for (kind, what) in [
             (
                 "UpdatePrepared",
-                "Update Compatible. Post Cfg Actions: [Reboot] Drain Required: true",
+                "Update Compatible. Post Cfg Actions: [] Drain Required: true",
             ),
             (
                 "UpdateExecuted",
