@@ -229,3 +229,61 @@ async fn without_pool_the_agent_follows_the_pool_of_its_node() {
     );
     node.stop().await;
 }
+
+/// Following the API server (no config server), a node that no MachineConfigPool selects is
+/// not an error: its MachineConfigNode names the pool `not-yet-set`, as the MCD's does
+/// (`GetPrimaryPoolNameForMCN`), and the agent still applies the `desiredConfig` it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_no_pool_selects_names_the_pool_not_yet_set() {
+    let mut node = Node::new(&[("00-base.yaml", &config(1, &[]))])
+        .await
+        .with_cluster();
+    mco_test_support::shipped::load_api_source_rbac(node.api()).unwrap();
+    node.pool_arg = None;
+    node.config_server_arg = false;
+    // Pools exist, but none selects node-0 once it has no role label.
+    for pool in ["worker", "master"] {
+        node.api().seed(cluster_pool(pool)).unwrap();
+    }
+    node.api()
+        .patch(
+            "nodes",
+            None,
+            NODE,
+            &json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": null}}}),
+            Target::Main,
+        )
+        .unwrap();
+    node.api().seed(node.rendered_config_of("worker")).unwrap();
+    let base = node.rendered_name();
+    node.start_agent(&[]);
+    node.set_desired(&base);
+    node.wait_annotations("Done without a pool", secs(30), "Done", Some(&base))
+        .await;
+    assert_eq!(node.read(BASE_FILE).as_deref(), Some("base: 1\n"));
+    // The MachineConfigNode is written by the agent's writer task: wait for it.
+    let deadline = std::time::Instant::now() + secs(10);
+    let mcn = loop {
+        if let Some(mcn) = node.api().get("machineconfignodes", None, NODE) {
+            break mcn;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no MachineConfigNode for {NODE} within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        mcn["spec"]["pool"]["name"],
+        "not-yet-set",
+        "{mcn:#}\n{}",
+        node.logs()
+    );
+    assert!(
+        node.logs()
+            .contains("No primary pool is associated with node: node-0"),
+        "{}",
+        node.logs()
+    );
+    node.stop().await;
+}

@@ -20,6 +20,18 @@ pub const ROLE_LABEL_PREFIX: &str = "node-role.kubernetes.io/";
 /// The pool of a node that says nothing else.
 pub const DEFAULT_POOL: &str = "worker";
 
+/// No MachineConfigPool selects the node: the MCO does not manage it (yet). The MCD's
+/// MachineConfigNode names the pool `not-yet-set` then (`GetPrimaryPoolNameForMCN`); the config
+/// server, which serves a pool, cannot be asked.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node {node} is in no MachineConfigPool: no pool's nodeSelector selects its labels ({labels}); give --pool"
+)]
+pub struct InNoPool {
+    pub node: String,
+    pub labels: String,
+}
+
 /// The node's pool and how it was found (for the log).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePool {
@@ -38,10 +50,11 @@ pub async fn node_pool(api: &dyn NodeApi) -> Result<NodePool> {
                 name: pool.name().to_string(),
                 how: "the MachineConfigPool selecting the node".into(),
             }),
-            Ok(None) => bail!(
-                "node {node} is in no MachineConfigPool: no pool's nodeSelector selects its labels ({}); give --pool",
-                describe(&labels)
-            ),
+            Ok(None) => Err(InNoPool {
+                node: node.to_string(),
+                labels: describe(&labels),
+            }
+            .into()),
             Err(e) => bail!("{e}; give --pool"),
         },
         Err(e) => {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use machine_config::mco::node_conditions::NOT_YET_SET;
 use machine_config::mco::pinned_images::CRI_SOCKET;
 
 use super::strategy::{StrategyArgs, StrategyContext};
@@ -373,12 +374,19 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
         ));
     }
     // The pool names the config server's config, the MachineConfigNode's spec.pool and the
-    // default FleetLock group; only the config server needs it to start (an MCN in an unknown
-    // pool says `worker`, as the node's role labels would).
+    // default FleetLock group; only the config server needs it to start. Following the API, a
+    // node no pool selects names `not-yet-set` in its MCN, as the MCD's does; a pool that cannot
+    // be worked out otherwise (two custom pools) says `worker`, as the role labels would.
+    let mut mcn_pool = None;
     let known_pool = match (&args.config_server, &api) {
         (Some(_), _) => Some(choose_pool(args.pool.as_deref(), api.as_deref()).await?),
         (None, Some(_)) => match choose_pool(args.pool.as_deref(), api.as_deref()).await {
             Ok(pool) => Some(pool),
+            Err(e) if e.downcast_ref::<pool::InNoPool>().is_some() => {
+                tracing::info!(node, "No primary pool is associated with node: {node}");
+                mcn_pool = Some(NOT_YET_SET.to_string());
+                None
+            }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), pool = pool::DEFAULT_POOL, "the MachineConfigNode names the default pool");
                 None
@@ -386,8 +394,8 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
         },
         (None, None) => args.pool.clone(),
     };
-    let pool = known_pool
-        .clone()
+    let pool = mcn_pool
+        .or_else(|| known_pool.clone())
         .unwrap_or_else(|| pool::DEFAULT_POOL.to_string());
     let client_cert = client_cert(args);
     let strategy = args.strategy.build(&StrategyContext {
