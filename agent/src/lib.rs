@@ -47,6 +47,8 @@
 //!    - [`pivot`]: `pivot`: the OS rebased to an image by hand (a recovery).
 //!    - [`metrics`]: Prometheus metrics (the MCD's names and ours) fed by the engine, served
 //!      on `127.0.0.1:8797/metrics`; the kubelet health check.
+//!    - [`gather`]: `gather`: the node's support bundle (status, update record, plan,
+//!      journals, rpm-ostree, fragments, hooks), secrets left out and listed.
 //! 5. The command line
 //!    - [`cli`]: the `mco-agent` subcommands.
 
@@ -79,6 +81,7 @@ pub mod pinned;
 
 // 4. Ways to run it
 pub mod daemon;
+pub mod gather;
 pub mod metrics;
 pub mod once;
 pub mod pivot;

@@ -36,6 +36,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("engine", 3),
     ("pinned", 3),
     ("daemon", 4),
+    ("gather", 4),
     ("metrics", 4),
     ("once", 4),
     ("pivot", 4),

@@ -69,6 +69,11 @@ const CASES: &[Case] = &[
         not_offered: &["--boot-id-file"],
     },
     Case {
+        line: "mco-agent gather --",
+        offered: &["--output", "--force", "--root"],
+        not_offered: &["--boot-id-file"],
+    },
+    Case {
         line: "mco-companion render --",
         offered: &["--manifests", "--pool"],
         not_offered: &[],

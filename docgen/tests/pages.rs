@@ -49,6 +49,7 @@ fn every_subcommand_of_every_binary_has_a_page_with_the_required_sections() {
         "mco-agent-drain",
         "mco-agent-uncordon",
         "mco-agent-status",
+        "mco-agent-gather",
         "mco-agent-config",
         "mco-agent-config-show",
         "mco-firstboot",

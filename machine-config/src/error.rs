@@ -94,8 +94,9 @@ fn join_issues(issues: &[Issue]) -> String {
 
 /// Fields whose values may be secrets (file and unit contents, password hashes, data URLs,
 /// HTTP header values that carry tokens, proxy URLs with credentials): an error about such a
-/// field, or about anything inside it, never shows the value.
-const SECRET_FIELDS: [&str; 7] = [
+/// field, or about anything inside it, never shows the value (and `mco-agent gather` leaves
+/// their values out of a support bundle).
+pub const SECRET_FIELDS: [&str; 7] = [
     "contents",
     "source",
     "append",

@@ -8,6 +8,7 @@ pub mod diff;
 pub mod diff_hooks;
 pub mod drain;
 pub mod exit;
+pub mod gather;
 pub mod hook_args;
 pub mod once_from;
 pub mod output;
@@ -68,6 +69,10 @@ pub enum Command {
     /// For a Degraded or stuck node: show what is wrong and, confirmed, re-apply the desired
     /// config over drift or re-target the node to the config it runs.
     Recover(recover::Args),
+    /// Write the node's support bundle (a tar.gz): status, update record, configs and the
+    /// plan between them, journals, rpm-ostree, configuration fragments, hooks; secrets left
+    /// out and listed in its manifest.
+    Gather(gather::Args),
     /// The agent's configuration files (`/usr/lib/mco-agent/config.d`, `/etc/mco-agent/config.d`).
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -227,6 +232,7 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Status(args) => status::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::Pivot(args) => pivot::run(&args),
+        Command::Gather(args) => gather::run(&args),
         // what `parse` rendered, with the origin of every value
         Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
     }

@@ -12,6 +12,7 @@ mod config;
 mod parse;
 pub mod proxies;
 mod request;
+mod status_json;
 pub mod transaction;
 
 use std::sync::atomic::{AtomicBool, Ordering};
