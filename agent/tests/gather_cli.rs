@@ -2,8 +2,9 @@
 //! is unpacked and checked item by item against its manifest, and searched for every secret
 //! the node holds (a password hash, an SSH private key, a pull secret, a URL's password).
 //! rpm-ostree is the stand-in over a real ostree sysroot on a private bus (`os_env`); the
-//! journal is the real `journalctl --root` over a root without journal files, whose refusal
-//! the manifest must carry.
+//! journal is the real `journalctl --root`: over a root without journal files (its refusal is
+//! in the manifest), and over journal files a private systemd-journald wrote (in a mount
+//! namespace of its own, as `logging_journald.rs` runs it).
 
 mod common;
 mod os_env;
@@ -12,7 +13,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use machine_config::MachineConfig;
 use machine_config::mco::NodeState;
@@ -21,6 +23,7 @@ use mco_agent::engine::Status;
 use mco_agent::engine::record::{self, HookMark, HookState, Step, UpdateRecord};
 use mco_agent::engine::report::STATUS_FILE;
 use mco_agent::rootfs::{Owner, Root};
+use mco_test_support::{child, component};
 use os_env::{Env, EnvOptions};
 use serde_json::{Value, json};
 
@@ -476,4 +479,198 @@ async fn an_existing_output_is_refused_unless_forced_and_bad_places_are_invalid_
         .collect();
     names.sort();
     assert_eq!(names, ["bundle.tar.gz", "root"]);
+}
+
+const JOURNALD: &str = "/lib/systemd/systemd-journald";
+/// Where the child copies the journal files its journald wrote.
+const JOURNAL_OUT_ENV: &str = "MCO_TEST_GATHER_JOURNAL_OUT";
+/// What the child logs for the agent's unit: a line support needs, and lines with secrets.
+const AGENT_LINES: [&str; 3] = [
+    "update to rendered-worker-2: rebooting",
+    "hook 10-check printed core:$6$gathersalt$GATHERHASHsecretvalue0123456789:",
+    "fetching https://lock:LOCKPASSWORDsecret@lock.example:22623/v1/pre-reboot",
+];
+
+#[test]
+fn the_journal_of_this_boot_is_collected_from_the_roots_journal_files() {
+    if !rustix::process::geteuid().is_root() {
+        component::missing(
+            "journald",
+            "a private systemd-journald (not running as root)",
+        );
+    }
+    for tool in [
+        JOURNALD,
+        "/usr/bin/journalctl",
+        "/usr/bin/unshare",
+        "/usr/bin/logger",
+    ] {
+        if !Path::new(tool).exists() {
+            component::missing(
+                "journald",
+                &format!("{tool} (systemd, util-linux, bsdutils)"),
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = node(dir.path());
+    let journal = root.join("var/log/journal");
+    let inner = child::test_command("child_writes_the_journal_of_the_agent");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--"])
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let status = cmd
+        .env(JOURNAL_OUT_ENV, &journal)
+        .env_remove("RUST_LOG")
+        .status()
+        .expect("run the child in a mount namespace");
+    assert!(
+        status.success(),
+        "the child that writes the journal failed: {status}"
+    );
+
+    let bundle = dir.path().join("bundle.tar.gz");
+    let out = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(gather(
+            &root,
+            NO_BUS,
+            &["--output", bundle.to_str().unwrap()],
+        ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (files, raw) = unpack(&bundle);
+    let raw = String::from_utf8_lossy(&raw);
+    for secret in secrets() {
+        assert!(!raw.contains(&secret), "{secret:?} is in the archive");
+    }
+    let log = String::from_utf8_lossy(&files["journal/mco-agent.service.boot0.log"]).into_owned();
+    assert!(log.contains(AGENT_LINES[0]), "{log}");
+    assert!(
+        log.contains("hook 10-check printed core:<left out by mco-agent gather: a password hash>:"),
+        "{log}"
+    );
+    let finalize =
+        String::from_utf8_lossy(&files["journal/ostree-finalize-staged.service.boot0.log"])
+            .into_owned();
+    assert!(
+        finalize.contains("Finalizing staged deployment"),
+        "{finalize}"
+    );
+    assert!(
+        !finalize.contains(AGENT_LINES[0]),
+        "another unit's lines: {finalize}"
+    );
+
+    let manifest: Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+    let item = |name: &str| -> Value {
+        manifest["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the manifest"))
+            .clone()
+    };
+    let agent = item("journal/mco-agent.service.boot0.log");
+    assert_eq!(agent["state"], "collected");
+    let whys: Vec<&str> = agent["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["why"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        whys,
+        ["a password hash", "the credentials of a URL"],
+        "{agent}"
+    );
+    // one boot in the files: the one before is not there, and the manifest says so
+    let before = item("journal/mco-agent.service.boot-1.log");
+    assert_eq!(before["state"], "failed");
+    assert!(
+        before["reason"].as_str().unwrap().contains("(-1)"),
+        "{before}"
+    );
+}
+
+/// Starts journald in this (private) mount namespace, with tmpfs over `/run` and the persistent
+/// journal directory, so nothing reaches the host's journal.
+fn private_journald() -> std::process::Child {
+    for dir in ["/run", "/var/log/journal"] {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs", dir])
+            .status()
+            .expect("mount");
+        assert!(status.success(), "mount tmpfs on {dir}");
+    }
+    for dir in ["/run/systemd/journal", "/run/log/journal"] {
+        std::fs::create_dir_all(dir).expect("journal dirs");
+    }
+    let journald = Command::new(JOURNALD)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start journald");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !Path::new("/run/systemd/journal/socket").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "journald did not create its socket within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    journald
+}
+
+/// Logs `message` as a line of `unit` (as root, `OBJECT_SYSTEMD_UNIT` is what `journalctl
+/// --unit` matches besides the unit's own processes).
+fn log_for_unit(unit: &str, message: &str) {
+    let fields = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        fields.path(),
+        format!("MESSAGE={message}\nOBJECT_SYSTEMD_UNIT={unit}\nSYSLOG_IDENTIFIER=test\n"),
+    )
+    .unwrap();
+    let status = Command::new("logger")
+        .arg(format!("--journald={}", fields.path().display()))
+        .status()
+        .expect("logger");
+    assert!(status.success(), "logger --journald");
+}
+
+#[test]
+#[ignore = "child of the_journal_of_this_boot_is_collected_from_the_roots_journal_files, in a private mount namespace"]
+fn child_writes_the_journal_of_the_agent() {
+    child::assert_child("the_journal_of_this_boot_is_collected_from_the_roots_journal_files");
+    let out = std::env::var_os(JOURNAL_OUT_ENV).expect("output directory");
+    let mut journald = private_journald();
+    for line in AGENT_LINES {
+        log_for_unit("mco-agent.service", line);
+    }
+    log_for_unit(
+        "ostree-finalize-staged.service",
+        "Finalizing staged deployment",
+    );
+    let synced = Command::new("journalctl")
+        .arg("--sync")
+        .status()
+        .expect("journalctl --sync");
+    assert!(synced.success(), "journalctl --sync");
+    std::fs::create_dir_all(Path::new(&out).parent().unwrap()).unwrap();
+    let copied = Command::new("cp")
+        .args(["-r", "/run/log/journal"])
+        .arg(&out)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copy the journal out");
+    journald.kill().expect("stop journald");
+    journald.wait().expect("reap journald");
 }
