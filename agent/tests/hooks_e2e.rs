@@ -64,7 +64,17 @@ fn node() -> (tempfile::TempDir, PathBuf) {
     (dir, root)
 }
 
+/// `once-from` on `root` with its hooks run on this machine (`--alternate-root-hooks host`:
+/// these tests play a node whose root is mounted elsewhere, and use the test's Ansible).
 fn once_from(root: &Path, config: &str, extra: &[&str]) -> Output {
+    once_from_with(
+        root,
+        config,
+        &[&["--alternate-root-hooks", "host"], extra].concat(),
+    )
+}
+
+fn once_from_with(root: &Path, config: &str, extra: &[&str]) -> Output {
     agent()
         .args(["once-from", config, "--root"])
         .arg(root)
@@ -279,5 +289,91 @@ fn an_agent_killed_while_a_hook_runs_does_not_run_it_twice() {
         !root
             .join("etc/machine-config-daemon/mco-agent-update.json")
             .exists()
+    );
+}
+
+/// A hook that tells where it ran: its root, its working directory, and a mark at an absolute
+/// path that, run on this machine, would land outside the node's root.
+fn where_am_i(mark: &Path) -> String {
+    format!(
+        "#!/bin/sh\necho \"root=$MCO_AGENT_ROOT pwd=$(pwd)\" > /hook-ran\necho ran > {}\n",
+        mark.display()
+    )
+}
+
+/// A config applied to an alternate root runs none of its hooks unless asked: on this machine
+/// a hook would act on the machine applying the config, as root.
+#[test]
+fn an_alternate_root_runs_no_hook_unless_asked() {
+    let (dir, root) = node();
+    let mark = dir.path().join("outside-the-root");
+    let hook = format!("{HOOKS}/post-apply/10-where");
+    let v1 = config(
+        dir.path(),
+        "rendered-1",
+        &[(&hook, &where_am_i(&mark), 0o755), (PLAIN, "v: 1\n", 0o644)],
+    );
+    let out = once_from_with(&root, &v1, &[]);
+    let (stdout, stderr, code) = text(&out);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(!mark.exists(), "the hook ran on this machine");
+    assert!(!root.join("hook-ran").exists(), "the hook ran");
+    assert!(
+        stderr.contains("not running the post-apply hooks of the alternate root")
+            && stderr.contains("10-where"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(PLAIN.trim_start_matches('/'))).unwrap(),
+        "v: 1\n",
+        "the update itself is applied"
+    );
+}
+
+/// Copies `program` and the libraries `ldd` names for it into `root`, at the same paths.
+fn copy_with_libraries(program: &str, root: &Path) {
+    let ldd = std::process::Command::new("ldd")
+        .arg(program)
+        .output()
+        .expect("ldd (libc-bin) runs");
+    let mut files = vec![PathBuf::from(program)];
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        if let Some(path) = line.split_whitespace().find(|w| w.starts_with('/')) {
+            files.push(PathBuf::from(path));
+        }
+    }
+    for file in files {
+        let to = root.join(file.strip_prefix("/").unwrap());
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(&file, &to).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+}
+
+/// `--alternate-root-hooks chroot`: each hook runs inside the root, with the root's own shell;
+/// what it writes at an absolute path lands in the root.
+#[test]
+fn hooks_run_inside_the_root_when_asked() {
+    let (dir, root) = node();
+    copy_with_libraries("/bin/sh", &root);
+    let mark = dir.path().join("outside-the-root");
+    // The mark's directory exists inside the root too, so the hook can write there.
+    fs::create_dir_all(root.join(dir.path().strip_prefix("/").unwrap())).unwrap();
+    let hook = format!("{HOOKS}/post-apply/10-where");
+    let v1 = config(
+        dir.path(),
+        "rendered-1",
+        &[(&hook, &where_am_i(&mark), 0o755), (PLAIN, "v: 1\n", 0o644)],
+    );
+    let out = once_from_with(&root, &v1, &["--alternate-root-hooks", "chroot"]);
+    let (stdout, stderr, code) = text(&out);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        fs::read_to_string(root.join("hook-ran")).unwrap(),
+        "root=/ pwd=/\n"
+    );
+    assert!(!mark.exists(), "the hook wrote on this machine");
+    assert!(
+        root.join(mark.strip_prefix("/").unwrap()).exists(),
+        "the hook's absolute path is inside the root"
     );
 }

@@ -26,8 +26,10 @@ pub struct Args {
     #[command(flatten)]
     pub output: super::output::OutputArgs,
     /// Run the Ansible playbooks among the hooks the update would run in check mode
-    /// (`ansible-playbook --check --diff`) against `--root`: they report what they would
-    /// change, and change nothing. Exit 1 when one fails.
+    /// (`ansible-playbook --check --diff`) against `--root`, on this machine as the calling
+    /// user: they report what they would change. Check mode changes nothing only where the
+    /// playbook lets it: a task marked `check_mode: false` runs for real. Use it on configs
+    /// you trust. Exit 1 when one fails.
     #[arg(long)]
     pub check_playbooks: bool,
     /// The node's root the playbooks are checked against (their `mco_agent_root`).
@@ -59,6 +61,18 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let mut checks_ok = true;
     if args.check_playbooks {
+        let playbooks = hooks
+            .iter()
+            .filter(|h| h.kind == crate::hooks::Kind::Playbook)
+            .count();
+        if playbooks > 0 {
+            tracing::warn!(
+                config = %args.new.display(),
+                playbooks,
+                "--check-playbooks runs {playbooks} playbook(s) of {} on this machine in Ansible's check mode: a task marked check_mode: false runs for real; use it on configs you trust",
+                args.new.display()
+            );
+        }
         let names = (old.machine_config.name(), new.machine_config.name());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -1,10 +1,10 @@
 //! The options of the administrator's hooks, shared by `start`, `once-from` and `diff` (and so
 //! also keys of the configuration fragments: `hook_timeout`, `ansible_playbook`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::hooks::HookOptions;
+use crate::hooks::{HookOptions, Placement};
 
 /// How hooks run.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,11 +29,57 @@ pub struct HookArgs {
 }
 
 impl HookArgs {
-    /// The engine's hook options.
+    /// The hook options of a run on this machine (`diff --check-playbooks`).
     pub fn options(&self) -> HookOptions {
         HookOptions {
             timeout: self.hook_timeout,
             ansible_playbook: self.ansible_playbook.clone(),
+            placement: Placement::Host,
+        }
+    }
+
+    /// The engine's hook options for an update of `root`: on this machine when `root` is its
+    /// root (`/`, or `root_is_host`), else where `alternate` says.
+    pub fn options_for(
+        &self,
+        root: &Path,
+        root_is_host: bool,
+        alternate: AlternateRootHooks,
+    ) -> HookOptions {
+        let host = root_is_host || crate::engine::live::is_host_root(root);
+        HookOptions {
+            placement: if host {
+                Placement::Host
+            } else {
+                alternate.placement()
+            },
+            ..self.options()
+        }
+    }
+}
+
+/// Where the hooks of a config applied to an alternate `--root` run
+/// (`--alternate-root-hooks`). Hooks are programs the config delivers, run as root: on an
+/// alternate root (an image being built, a mounted disk) they do not run unless asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlternateRootHooks {
+    /// No hook runs (the log names the hooks left out).
+    #[default]
+    Skip,
+    /// Each hook runs inside the root (chroot, working directory `/`, `MCO_AGENT_ROOT=/`), with
+    /// the root's own interpreter and `ansible-playbook`.
+    Chroot,
+    /// On this machine, as root, with the root as working directory: only for a root that is
+    /// this machine's, mounted elsewhere.
+    Host,
+}
+
+impl AlternateRootHooks {
+    fn placement(self) -> Placement {
+        match self {
+            AlternateRootHooks::Skip => Placement::Skip,
+            AlternateRootHooks::Chroot => Placement::Chroot,
+            AlternateRootHooks::Host => Placement::Host,
         }
     }
 }

@@ -53,6 +53,16 @@ pub struct Args {
     /// The administrator's hooks.
     #[command(flatten)]
     pub hooks: super::hook_args::HookArgs,
+    /// Where the config's hooks run when `--root` is not this machine's root: `skip` (none
+    /// runs), `chroot` (inside the root) or `host` (on this machine, for a root that is its
+    /// own mounted elsewhere).
+    #[arg(
+        long,
+        value_enum,
+        env = "MCO_AGENT_ALTERNATE_ROOT_HOOKS",
+        default_value = "skip"
+    )]
+    pub alternate_root_hooks: super::hook_args::AlternateRootHooks,
 }
 
 /// Applies the file and prints what was done.
@@ -70,7 +80,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             .map(read_policy_file)
             .transpose()
             .invalid_input()?,
-        hooks: args.hooks.options(),
+        hooks: args
+            .hooks
+            .options_for(&args.root, false, args.alternate_root_hooks),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

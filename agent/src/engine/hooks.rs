@@ -35,7 +35,7 @@ use machine_config::plan::Plan;
 
 use super::Engine;
 use super::record::{self, HookMark, HookState, UpdateRecord};
-use crate::hooks::{self, Hook, HookInput, Phase};
+use crate::hooks::{self, Hook, HookInput, Phase, Placement};
 
 impl Engine {
     /// Runs the current config's `pre-apply` hooks (before anything is recorded); `Err` with
@@ -103,8 +103,22 @@ impl Engine {
         Ok(())
     }
 
+    /// The hooks of `phase` that run: none for a root whose hooks are not run
+    /// ([`Placement::Skip`]), said in the log when there were some.
     fn hooks_of(&self, phase: Phase) -> Result<Vec<Hook>, String> {
-        hooks::discover(&self.root, phase).map_err(|e| format!("{e:#}"))
+        let found = hooks::discover(&self.root, phase).map_err(|e| format!("{e:#}"))?;
+        if self.opts.hooks.placement == Placement::Skip && !found.is_empty() {
+            let names: Vec<&str> = found.iter().map(|h| h.name.as_str()).collect();
+            tracing::warn!(
+                phase = %phase,
+                hooks = ?names,
+                root = %self.root.path().display(),
+                "not running the {phase} hooks of the alternate root {}: a config's hook would run on this machine as root (--alternate-root-hooks chroot runs them inside the root)",
+                self.root.path().display()
+            );
+            return Ok(Vec::new());
+        }
+        Ok(found)
     }
 
     /// Records `state` for `hook` (persisted at once: the record is the memory across kills).

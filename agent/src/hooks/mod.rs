@@ -88,14 +88,34 @@ impl std::fmt::Display for Phase {
     }
 }
 
-/// How hooks run (`start --hook-timeout`, `--ansible-playbook`).
+/// How hooks run (`start --hook-timeout`, `--ansible-playbook`, `--alternate-root-hooks`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookOptions {
     /// How long one hook may run; then its process group is killed and it has failed.
     pub timeout: Duration,
     /// The `ansible-playbook` program that runs `*.yml` / `*.yaml` hooks (looked up in `PATH`
-    /// when it has no `/`).
+    /// when it has no `/`; inside the root when hooks run there).
     pub ansible_playbook: PathBuf,
+    /// Where they run, for the root the update is applied to.
+    pub placement: Placement,
+}
+
+/// Where the hooks of an update run. A hook is a program the *config* delivers, run as root:
+/// on a node that is the node's administrator acting on the node; for a config applied to an
+/// alternate root (an image being built, a mounted disk) running it on the machine that
+/// applies the config would let the config act on that machine, so such a root runs no hook
+/// unless the caller says where.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// On this machine, the root as working directory: the root is this machine's (`/`, or
+    /// the host's root mounted elsewhere).
+    #[default]
+    Host,
+    /// Inside the root (chroot, working directory `/`, `MCO_AGENT_ROOT=/`): a hook acts on the
+    /// root only, and finds its interpreter (and `ansible-playbook`) there.
+    Chroot,
+    /// Not at all (said in the log): an alternate root without the caller's word.
+    Skip,
 }
 
 impl Default for HookOptions {
@@ -103,6 +123,7 @@ impl Default for HookOptions {
         HookOptions {
             timeout: DEFAULT_TIMEOUT,
             ansible_playbook: PathBuf::from("ansible-playbook"),
+            placement: Placement::Host,
         }
     }
 }

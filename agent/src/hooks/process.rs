@@ -4,7 +4,8 @@
 //! the last lines of its output, bounded, so that the node's reason stays readable.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,9 +13,11 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::{Hook, HookInput, HookOptions, Kind};
+use super::{Hook, HookInput, HookOptions, Kind, Placement};
 use crate::rootfs::Root;
 
+/// The program that runs a hook inside a root (coreutils' `chroot`, in `PATH`).
+const CHROOT: &str = "chroot";
 /// Lines of output kept for the message of a failed hook.
 const TAIL_LINES: usize = 5;
 /// Characters kept of one line of output in that message.
@@ -47,7 +50,9 @@ impl HookResult {
     }
 }
 
-/// Runs `hook` of `root` with `input` (playbooks in check mode when `check`).
+/// Runs `hook` of `root` with `input` (playbooks in check mode when `check`), where
+/// `opts.placement` says: on this machine, or inside the root. The caller leaves out hooks that
+/// are not to run at all ([`Placement::Skip`]); here they are refused.
 pub async fn run(
     root: &Root,
     hook: &Hook,
@@ -55,7 +60,21 @@ pub async fn run(
     opts: &HookOptions,
     check: bool,
 ) -> HookResult {
-    run_file(&root.host_path(&hook.path), hook, input, opts, check).await
+    match opts.placement {
+        Placement::Host => run_file(&root.host_path(&hook.path), hook, input, opts, check).await,
+        Placement::Chroot => {
+            let inside = HookInput {
+                root: "/".into(),
+                ..input.clone()
+            };
+            spawn_and_wait(&hook.path, hook, &inside, opts, check, Some(root.path())).await
+        }
+        Placement::Skip => HookResult {
+            success: false,
+            status: "not run: hooks do not run for this root".into(),
+            tail: String::new(),
+        },
+    }
 }
 
 /// Runs `hook` from the file at `path` (a host path; `mco-agent diff` checks a config's
@@ -67,42 +86,73 @@ pub async fn run_file(
     opts: &HookOptions,
     check: bool,
 ) -> HookResult {
+    spawn_and_wait(path, hook, input, opts, check, None).await
+}
+
+/// Runs the hook at `path`; inside `chroot` when given (`path` is then the hook's path inside
+/// it, and the working directory its `/`), else with `input.root` as working directory.
+async fn spawn_and_wait(
+    path: &Path,
+    hook: &Hook,
+    input: &HookInput,
+    opts: &HookOptions,
+    check: bool,
+    chroot: Option<&Path>,
+) -> HookResult {
     let path = path.to_path_buf();
-    let mut cmd = match hook.kind {
-        Kind::Executable => Command::new(&path),
+    // The program and its arguments; inside a root they are run by chroot(8), which enters
+    // the root and its `/` before it executes them (found there, with the root's libraries).
+    let (program, args): (PathBuf, Vec<OsString>) = match hook.kind {
+        Kind::Executable => (path.clone(), Vec::new()),
         Kind::Playbook => {
-            let mut cmd = Command::new(&opts.ansible_playbook);
-            cmd.args(["--connection", "local", "--inventory", "localhost,"])
-                .arg("--extra-vars")
-                .arg(input.extra_vars(hook).to_string());
+            let mut args: Vec<OsString> = ["--connection", "local", "--inventory", "localhost,"]
+                .into_iter()
+                .map(OsString::from)
+                .collect();
+            args.push("--extra-vars".into());
+            args.push(input.extra_vars(hook).to_string().into());
             if check {
-                cmd.args(["--check", "--diff"]);
+                args.extend(["--check".into(), "--diff".into()]);
             }
-            // Plain lines in the journal (a task's result on one line, which the message of a
-            // failed playbook quotes), and no nagging about the implicit localhost.
-            cmd.env("ANSIBLE_NOCOLOR", "1")
-                .env("ANSIBLE_CALLBACK_FORMAT_PRETTY", "false")
-                .env("ANSIBLE_LOCALHOST_WARNING", "false")
-                .env("ANSIBLE_INVENTORY_UNPARSED_WARNING", "false")
-                .arg(&path);
+            args.push(path.clone().into_os_string());
+            (opts.ansible_playbook.clone(), args)
+        }
+    };
+    let mut cmd = match chroot {
+        Some(dir) => {
+            let mut cmd = Command::new(CHROOT);
+            cmd.arg(dir).arg(&program).args(&args);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(&program);
+            cmd.args(&args).current_dir(&input.root);
             cmd
         }
     };
-    cmd.current_dir(&input.root)
-        .envs(input.env(hook))
+    if hook.kind == Kind::Playbook {
+        // Plain lines in the journal (a task's result on one line, which the message of a
+        // failed playbook quotes), and no nagging about the implicit localhost.
+        cmd.env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_CALLBACK_FORMAT_PRETTY", "false")
+            .env("ANSIBLE_LOCALHOST_WARNING", "false")
+            .env("ANSIBLE_INVENTORY_UNPARSED_WARNING", "false");
+    }
+    cmd.envs(input.env(hook))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so that a timeout kills what it started too.
         .process_group(0)
         .kill_on_drop(true);
-    tracing::info!(phase = %hook.phase, hook = hook.name, kind = ?hook.kind, check, "running hook {}", path.display());
+    tracing::info!(phase = %hook.phase, hook = hook.name, kind = ?hook.kind, check, chroot = ?chroot, "running hook {}", path.display());
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
-            let what = match hook.kind {
-                Kind::Executable => path.display().to_string(),
-                Kind::Playbook => opts.ansible_playbook.display().to_string(),
+            let what = match (chroot, hook.kind) {
+                (Some(_), _) => CHROOT.to_string(),
+                (None, Kind::Executable) => path.display().to_string(),
+                (None, Kind::Playbook) => opts.ansible_playbook.display().to_string(),
             };
             return HookResult {
                 success: false,

@@ -209,6 +209,7 @@ async fn a_missing_ansible_playbook_is_a_failure_naming_it() {
     let opts = HookOptions {
         timeout: Duration::from_secs(5),
         ansible_playbook: "/nonexistent/ansible-playbook".into(),
+        ..HookOptions::default()
     };
     let result = run(
         &root,

@@ -146,6 +146,16 @@ pub struct Args {
     /// The administrator's hooks.
     #[command(flatten)]
     pub hooks: super::hook_args::HookArgs,
+    /// Where the config's hooks run when `--root` is not this machine's root: `skip` (none
+    /// runs), `chroot` (inside the root) or `host` (on this machine, for a root that is its
+    /// own mounted elsewhere; `--root-is-host` implies it).
+    #[arg(
+        long,
+        value_enum,
+        env = "MCO_AGENT_ALTERNATE_ROOT_HOOKS",
+        default_value = "skip"
+    )]
+    pub alternate_root_hooks: super::hook_args::AlternateRootHooks,
     /// When updates may drain and reboot.
     #[command(flatten)]
     pub strategy: StrategyArgs,
@@ -448,7 +458,9 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     }
     let live_systemd = seams.systemd.clone();
     let mut opts = EngineOptions {
-        hooks: args.hooks.options(),
+        hooks: args
+            .hooks
+            .options_for(&args.root, args.root_is_host, args.alternate_root_hooks),
         ..EngineOptions::default()
     };
     if let Some(f) = &args.boot_id_file {
