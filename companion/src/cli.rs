@@ -37,6 +37,17 @@ pub enum Command {
     Serve(ServeArgs),
     /// Render pools and roll nodes out within maxUnavailable (cluster mode).
     Controller(ControllerArgs),
+    /// Print a new first-boot bootstrap token that expires in `--hours` (the value of a node's
+    /// key in the bootstrap-token Secret).
+    BootstrapToken(BootstrapTokenArgs),
+}
+
+/// `mco-companion bootstrap-token`.
+#[derive(Debug, Args)]
+pub struct BootstrapTokenArgs {
+    /// Hours until the token expires (at most the server's `--bootstrap-token-hours`).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8760))]
+    pub hours: u64,
 }
 
 /// Base images, the MCO's ControllerConfig values.
@@ -157,7 +168,8 @@ pub struct ServeArgs {
     /// certificate.
     #[arg(long, env = "MCO_COMPANION_BOOTSTRAP_TOKENS")]
     pub bootstrap_tokens: Option<PathBuf>,
-    /// Hours a bootstrap token stays valid after its file was written (0: no expiry).
+    /// The longest a bootstrap token may live: a token whose expiry (carried inside it) lies
+    /// further ahead is refused. 0: tokens without an expiry are accepted and never expire.
     #[arg(long, default_value_t = 24, requires = "bootstrap_tokens")]
     pub bootstrap_token_hours: u64,
     /// Also serve plain HTTP here (the MCS's port 22624; never a per-node config).
@@ -205,6 +217,11 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Render(args) => render_command(&args),
         Command::Serve(args) => serve_command(args).await,
+        Command::BootstrapToken(args) => {
+            let expires = std::time::SystemTime::now() + Duration::from_secs(args.hours * 3600);
+            println!("{}", crate::server::bootstrap::mint(expires));
+            Ok(())
+        }
         Command::Controller(args) => {
             let client = crate::cluster::client(&args.kubeconfig).await?;
             let (_stop, shutdown) = shutdown_on_signal();

@@ -10,7 +10,16 @@ use common::{Pki, Server, fixture_manifests};
 use mco_companion::server::Limits;
 use serde_json::{Value, json};
 
-const TOKEN: &str = "3f1c0e9b7a52d4e8c6b1a0f9e8d7c6b5";
+/// A token as `mco-companion bootstrap-token` makes them: it expires in an hour, within the
+/// server's default lifetime of a day.
+fn token() -> &'static str {
+    static TOKEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        mco_companion::server::bootstrap::mint(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+        )
+    });
+    &TOKEN
+}
 
 /// `pointer` with headers on its merge source.
 fn pointer_with_headers(url: &str, ca_pem: &str, headers: &[(&str, &str)]) -> Value {
@@ -25,9 +34,9 @@ fn pointer_with_headers(url: &str, ca_pem: &str, headers: &[(&str, &str)]) -> Va
 #[test]
 fn ignition_with_its_nodes_token_gets_the_per_node_config() {
     let pki = Pki::new();
-    pki.add_bootstrap_token("worker-0", TOKEN);
+    pki.add_bootstrap_token("worker-0", token());
     let server = Server::start(&pki, &fixture_manifests(), Limits::default());
-    let bearer = format!("Bearer {TOKEN}");
+    let bearer = format!("Bearer {}", token());
     let run = IgnitionRun::new();
     let out = run
         .run(&pointer_with_headers(
@@ -53,7 +62,7 @@ fn ignition_with_its_nodes_token_gets_the_per_node_config() {
 #[test]
 fn ignition_with_a_wrong_token_writes_nothing() {
     let pki = Pki::new();
-    pki.add_bootstrap_token("worker-0", TOKEN);
+    pki.add_bootstrap_token("worker-0", token());
     let server = Server::start(&pki, &fixture_manifests(), Limits::default());
     let run = IgnitionRun::new();
     let mut config = pointer_with_headers(
@@ -77,12 +86,12 @@ fn ignition_with_a_wrong_token_writes_nothing() {
 #[test]
 fn curl_sees_the_token_rules() {
     let pki = Pki::new();
-    pki.add_bootstrap_token("worker-0", TOKEN);
+    pki.add_bootstrap_token("worker-0", token());
     let server = Server::start(&pki, &fixture_manifests(), Limits::default());
     let url = server.url("/config/worker");
     let ca = pki.ca();
     let ca = ca.to_str().unwrap();
-    let bearer = format!("Authorization: Bearer {TOKEN}");
+    let bearer = format!("Authorization: Bearer {}", token());
     let accept = "Accept: application/vnd.coreos.ignition+json;version=3.4.0";
     let get = |url: &str, extra: &[&str]| {
         let mut args = vec!["--cacert", ca, "-H", accept, "-w", "\n%{http_code}"];
@@ -106,7 +115,10 @@ fn curl_sees_the_token_rules() {
     // worker-0's token does not prove worker-1
     let (code, body) = get(&url, &["-H", &bearer, "-H", "X-MCO-Node: worker-1"]);
     assert_eq!(code, "401", "{body}");
-    assert!(body.contains("worker-1") && !body.contains(TOKEN), "{body}");
+    assert!(
+        body.contains("worker-1") && !body.contains(token()),
+        "{body}"
+    );
 
     // a token without a node name
     let (code, body) = get(&url, &["-H", &bearer]);
@@ -129,4 +141,49 @@ fn curl_sees_the_token_rules() {
     let (code, body) = get(&url, &["-H", "X-MCO-Node: worker-0"]);
     assert_eq!(code, "200", "{body}");
     assert!(!served_paths(body.as_bytes()).contains(&NODE_FILE.to_string()));
+}
+
+/// `mco-companion bootstrap-token` makes a token the server takes; a token of the old form
+/// (no expiry inside) is refused under a lifetime, whatever its file's age: a Secret volume
+/// rewrites its files and would renew it.
+#[test]
+fn the_clis_token_is_taken_and_a_token_without_expiry_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mco-companion"))
+        .args(["bootstrap-token", "--hours", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let minted = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(minted.starts_with("mco1."), "{minted}");
+    let pki = Pki::new();
+    pki.add_bootstrap_token("worker-0", &minted);
+    pki.add_bootstrap_token("worker-1", "3f1c0e9b7a52d4e8c6b1a0f9e8d7c6b5");
+    let server = Server::start(&pki, &fixture_manifests(), Limits::default());
+    let url = server.url("/config/worker");
+    let ca = pki.ca();
+    let status = |node: &str, token: &str| {
+        let bearer = format!("Authorization: Bearer {token}");
+        let node = format!("X-MCO-Node: {node}");
+        let out = curl(&[
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-H",
+            "Accept: application/vnd.coreos.ignition+json;version=3.4.0",
+            "-H",
+            &bearer,
+            "-H",
+            &node,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &url,
+        ]);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(status("worker-0", &minted), "200");
+    assert_eq!(
+        status("worker-1", "3f1c0e9b7a52d4e8c6b1a0f9e8d7c6b5"),
+        "401"
+    );
 }

@@ -23,7 +23,16 @@ use serde_json::{Value, json};
 
 const ROLE: &str = "machineconfiguration.openshift.io/role";
 const SECRET: &str = "s3cr3t-of-worker-1-7f2a9c41d0e8b6";
-const TOKEN: &str = "b0a7c3e9f1d2486a9c5e7f30b1d4a6c8";
+/// A token as `mco-companion bootstrap-token` makes them: it expires in an hour, within the
+/// server's default lifetime of a day.
+fn token() -> &'static str {
+    static TOKEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        mco_companion::server::bootstrap::mint(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+        )
+    });
+    &TOKEN
+}
 const TOKENS_SECRET: &str = "mco-companion-bootstrap-tokens";
 
 /// The forms `text` takes in an object: as is, and in base64 at each of the three alignments
@@ -44,7 +53,7 @@ fn encodings(text: &str) -> Vec<String> {
 fn leaks(output: &str) -> Vec<String> {
     encodings(SECRET)
         .into_iter()
-        .chain(encodings(TOKEN))
+        .chain(encodings(token()))
         .filter(|form| output.contains(form.as_str()))
         .collect()
 }
@@ -145,7 +154,10 @@ impl Companion {
         )
         .unwrap();
         std::fs::create_dir(dir.path().join("tokens")).unwrap();
-        private(&dir.path().join("tokens/worker-1"), &format!("{TOKEN}\n"));
+        private(
+            &dir.path().join("tokens/worker-1"),
+            &format!("{}\n", token()),
+        );
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -238,7 +250,7 @@ fn worker_0_cannot_read_worker_1s_secret_by_any_path() {
     api.seed(json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": TOKENS_SECRET, "namespace": COMPANION_NAMESPACE},
         "type": "Opaque",
-        "data": {"worker-1": base64::engine::general_purpose::STANDARD.encode(TOKEN)}}))
+        "data": {"worker-1": base64::engine::general_purpose::STANDARD.encode(token())}}))
         .unwrap();
     let (pod, runs_on) = companion_pod(&api);
     assert_eq!(

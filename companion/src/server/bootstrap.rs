@@ -9,10 +9,18 @@
 //! node holding its token, which is exactly how Kubernetes mounts a Secret whose keys are node
 //! names. A token proves its node's name as a client certificate does, and only over TLS.
 //!
-//! A token file is refused when others may read it (the key file's rule), when it is shorter
-//! than [`MIN_TOKEN_BYTES`], or when it is older than the configured lifetime (its mtime: for a
-//! Secret volume, when the kubelet last wrote it). Tokens are compared in constant time and
-//! never logged; a refusal tells the client only that its token was refused, the log says why.
+//! A token carries its own expiry, `mco1.<Unix seconds>.<secret>` ([`mint`] makes one): a
+//! file's mtime cannot date it, since a Secret volume rewrites its files whenever any key
+//! changes or the pod restarts, which would renew every token. The expiry is authenticated by
+//! the token's equality with its file, and may lie at most the configured lifetime ahead (a
+//! token made to last for years is refused). A token file is refused when others may read it
+//! (the key file's rule), when it is shorter than [`MIN_TOKEN_BYTES`], or when its token has no
+//! expiry while tokens have a lifetime. Tokens are compared in constant time and never logged;
+//! a refusal tells the client only that its token was refused, the log says why.
+//!
+//! A token is not single-use: Ignition fetches its config again when a response did not reach
+//! it whole, and a token spent by the lost response would fail that node's first boot. It
+//! stays valid until its expiry, or until its key leaves the Secret.
 
 use std::fs;
 use std::io::Read as _;
@@ -30,6 +38,44 @@ use super::routes;
 pub const MIN_TOKEN_BYTES: usize = 32;
 /// A token file is read up to this size; a longer one is refused.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+/// The prefix of a token that carries its expiry: `mco1.<Unix seconds>.<secret>`.
+pub const TOKEN_PREFIX: &str = "mco1.";
+
+/// A new token for `node`-less use (the node is the file's name), expiring at `expires`: the
+/// prefix, the expiry, and 16 random bytes in hex.
+pub fn mint(expires: SystemTime) -> String {
+    let secs = expires
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let secret: String = rand::random::<[u8; 16]>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{TOKEN_PREFIX}{secs}.{secret}")
+}
+
+/// The expiry a token carries: `None` for a token without the prefix, an error for one with
+/// the prefix and not the form (it names no part of the token).
+fn expiry_of(token: &str) -> Result<Option<SystemTime>, String> {
+    let Some(rest) = token.strip_prefix(TOKEN_PREFIX) else {
+        return Ok(None);
+    };
+    let malformed = || {
+        format!(
+            "is not {TOKEN_PREFIX}<expiry, Unix seconds>.<secret of at least {MIN_TOKEN_BYTES} bytes>"
+        )
+    };
+    let (secs, secret) = rest.split_once('.').ok_or_else(malformed)?;
+    let secs: u64 = secs.parse().map_err(|_| malformed())?;
+    if secret.len() < MIN_TOKEN_BYTES {
+        return Err(malformed());
+    }
+    SystemTime::UNIX_EPOCH
+        .checked_add(Duration::from_secs(secs))
+        .map(Some)
+        .ok_or_else(malformed)
+}
 
 /// The per-node tokens of one directory.
 #[derive(Debug, Clone)]
@@ -50,7 +96,8 @@ pub enum Authenticated {
 }
 
 impl BootstrapTokens {
-    /// Tokens from `dir`; `lifetime` `None` means tokens never expire. The directory must exist
+    /// Tokens from `dir`; `lifetime` is the furthest ahead a token's expiry may lie (`None`:
+    /// tokens without an expiry are accepted too, and never expire). The directory must exist
     /// and be a directory (it may be empty: a Secret volume with no tokens yet).
     pub fn open(dir: &Path, lifetime: Option<Duration>) -> anyhow::Result<Self> {
         let meta = fs::metadata(dir)
@@ -75,19 +122,31 @@ impl BootstrapTokens {
         }
         let path = self.dir.join(node);
         let expected = read_token_file(&path)?;
-        if let Some(lifetime) = self.lifetime {
-            let written = fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let age = now.duration_since(written).unwrap_or_default();
-            if age > lifetime {
+        let expiry =
+            expiry_of(&expected).map_err(|why| format!("the token in {} {why}", path.display()))?;
+        match (expiry, self.lifetime) {
+            (Some(expires), lifetime) => {
+                let at = humantime::format_rfc3339_seconds(expires);
+                if now >= expires {
+                    return Err(format!("the token in {} expired at {at}", path.display()));
+                }
+                if let Some(lifetime) = lifetime
+                    && expires.duration_since(now).unwrap_or_default() > lifetime
+                {
+                    return Err(format!(
+                        "the token in {} expires at {at}, further ahead than the tokens' lifetime of {} (--bootstrap-token-hours)",
+                        path.display(),
+                        humantime::format_duration(lifetime)
+                    ));
+                }
+            }
+            (None, Some(_)) => {
                 return Err(format!(
-                    "the token in {} expired: written {}s ago, lifetime {}s",
-                    path.display(),
-                    age.as_secs(),
-                    lifetime.as_secs()
+                    "the token in {} carries no expiry: a token is {TOKEN_PREFIX}<expiry, Unix seconds>.<secret> (mco-companion bootstrap-token prints one), unless --bootstrap-token-hours 0 accepts tokens that never expire",
+                    path.display()
                 ));
             }
+            (None, None) => {}
         }
         if bool::from(expected.as_bytes().ct_eq(token.as_bytes())) {
             Ok(())

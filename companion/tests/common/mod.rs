@@ -134,7 +134,12 @@ impl Server {
         let dyn_source: Arc<dyn server::ConfigSource> = source.clone();
         std::fs::create_dir_all(pki.bootstrap_tokens()).unwrap();
         let bootstrap = Some(Arc::new(
-            server::bootstrap::BootstrapTokens::open(&pki.bootstrap_tokens(), None).unwrap(),
+            // the lifetime `serve` has by default (`--bootstrap-token-hours 24`)
+            server::bootstrap::BootstrapTokens::open(
+                &pki.bootstrap_tokens(),
+                Some(std::time::Duration::from_secs(24 * 3600)),
+            )
+            .unwrap(),
         ));
         tokio::spawn(server::serve(
             listener,

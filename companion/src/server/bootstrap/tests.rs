@@ -57,25 +57,89 @@ fn a_token_file_is_checked_for_owner_length_shape_and_match() {
     }
 }
 
+/// The expiry is the token's, not its file's: a file rewritten now (as a Secret volume rewrites
+/// every key when one changes) does not renew an old token, and a file written long ago does
+/// not expire a token that is still valid.
 #[test]
-fn a_token_expires_its_lifetime_after_its_file_was_written() {
-    let dir = dir_with(&[("worker-0", TOKEN, 0o600)]);
+fn a_token_expires_when_it_says_whatever_its_file_mtime() {
     let hour = Duration::from_secs(3600);
-    let written = SystemTime::now() - 2 * hour;
+    let now = SystemTime::now();
+    let valid = mint(now + 2 * hour);
+    let expired = mint(now - hour);
+    let too_far = mint(now + 48 * hour);
+    let dir = dir_with(&[
+        ("valid", &format!("{valid}\n"), 0o600),
+        ("expired", &format!("{expired}\n"), 0o600),
+        ("too-far", &format!("{too_far}\n"), 0o600),
+        ("legacy", TOKEN, 0o600),
+        (
+            "malformed",
+            "mco1.soon.0123456789abcdef0123456789abcdef",
+            0o600,
+        ),
+        (
+            "short-secret",
+            "mco1.99999999999.0123456789abcdefghij",
+            0o600,
+        ),
+    ]);
+    // The valid token's file is old: it does not matter.
     fs::File::options()
         .write(true)
-        .open(dir.path().join("worker-0"))
+        .open(dir.path().join("valid"))
         .unwrap()
-        .set_modified(written)
+        .set_modified(now - 1000 * hour)
         .unwrap();
-    let now = SystemTime::now();
     let day = BootstrapTokens::open(dir.path(), Some(24 * hour)).unwrap();
-    assert_eq!(day.check("worker-0", TOKEN, now), Ok(()));
-    let one_hour = BootstrapTokens::open(dir.path(), Some(hour)).unwrap();
-    let why = one_hour.check("worker-0", TOKEN, now).unwrap_err();
-    assert!(why.contains("expired"), "{why}");
+    let rows: &[(&str, &str, Result<(), &str>)] = &[
+        ("valid", &valid, Ok(())),
+        ("expired", &expired, Err("expired at")),
+        (
+            "too-far",
+            &too_far,
+            Err("further ahead than the tokens' lifetime of 1day"),
+        ),
+        ("legacy", TOKEN, Err("carries no expiry")),
+        (
+            "malformed",
+            "mco1.soon.0123456789abcdef0123456789abcdef",
+            Err("is not mco1.<expiry"),
+        ),
+        (
+            "short-secret",
+            "mco1.99999999999.0123456789abcdefghij",
+            Err("is not mco1.<expiry"),
+        ),
+    ];
+    for (node, token, want) in rows {
+        let got = day.check(node, token, now);
+        match (want, &got) {
+            (Ok(()), Ok(())) => {}
+            (Err(part), Err(why)) => {
+                assert!(why.contains(part), "{node}: {why:?} lacks {part:?}");
+                assert!(!why.contains(*token), "{node}: the error shows the token");
+            }
+            _ => panic!("{node}: {got:?}, want {want:?}"),
+        }
+    }
+    // The expired token's file written just now still holds an expired token.
+    fs::write(dir.path().join("expired"), format!("{expired}\n")).unwrap();
+    assert!(day.check("expired", &expired, now).is_err());
+    // Without a lifetime, a token without an expiry never expires; one with an expiry does.
     let forever = BootstrapTokens::open(dir.path(), None).unwrap();
-    assert_eq!(forever.check("worker-0", TOKEN, now), Ok(()));
+    assert_eq!(forever.check("legacy", TOKEN, now), Ok(()));
+    assert_eq!(forever.check("too-far", &too_far, now), Ok(()));
+    assert!(forever.check("expired", &expired, now).is_err());
+}
+
+#[test]
+fn minted_tokens_differ_and_carry_their_expiry() {
+    let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let (a, b) = (mint(expires), mint(expires));
+    assert_ne!(a, b);
+    assert!(a.starts_with("mco1.1900000000."), "{a}");
+    assert_eq!(a.len(), "mco1.1900000000.".len() + 32);
+    assert_eq!(expiry_of(&a), Ok(Some(expires)));
 }
 
 #[test]
