@@ -127,3 +127,35 @@ fn drain_and_uncordon_commands() {
         String::from_utf8_lossy(&missing.stderr).contains("kubeconfig /nonexistent/kubeconfig")
     );
 }
+
+/// An API server that cannot be reached: the drain ends with the cause, not "timed out".
+#[test]
+fn an_unreachable_api_server_is_the_cause_said() {
+    let server = cluster();
+    let text = std::fs::read_to_string(server.kubeconfig()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, text).unwrap();
+    drop(server);
+    let out = agent(&[
+        "drain",
+        "--node-name",
+        NODE,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--timeout",
+        "2s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("error: failed to drain node {NODE} after 2s: "))
+            && stderr.contains("timed out; last error: ")
+            && stderr
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("connection refused"),
+        "{stderr}"
+    );
+}

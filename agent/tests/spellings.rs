@@ -196,3 +196,57 @@ fn validate_without_config_checks_the_config_the_node_is_in() {
         )
     );
 }
+
+/// One `MCO_AGENT_` variable per option: a bad value names its variable and what is accepted,
+/// an unknown one is warned about with the closest name, the first name of the metrics
+/// variable still counts.
+#[test]
+fn environment_variables_are_named_in_errors_and_typos_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let show = |vars: &[(&str, &str)]| {
+        let mut command = common::agent();
+        command.args(["config", "show", "--root", &root]);
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        text(&command.env_remove("RUST_LOG").output().unwrap())
+    };
+    let (_, err, code) = show(&[("MCO_AGENT_DRAIN_MODE", "sideways")]);
+    assert_eq!(code, 65, "{err}");
+    assert_eq!(
+        err,
+        "error: MCO_AGENT_DRAIN_MODE=\"sideways\": not a valid value for --drain-mode \
+         (accepted: agent, controller)\n"
+    );
+    let (_, err, code) = show(&[("MCO_AGENT_POLL_INTERVAL", "5")]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.starts_with(
+            "error: MCO_AGENT_POLL_INTERVAL=\"5\": not a valid value for --poll-interval: "
+        ),
+        "{err}"
+    );
+    let (out, err, code) = show(&[("MCO_AGENT_SKIP_REBOT", "true")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "warning: unknown environment variable MCO_AGENT_SKIP_REBOT, ignored (did you mean MCO_AGENT_SKIP_REBOOT?)"
+        ),
+        "{err}"
+    );
+    assert!(out.contains("skip_reboot = false"), "{out}");
+    let (out, err, code) = show(&[
+        ("MCO_AGENT_SKIP_REBOOT", "true"),
+        ("MCO_AGENT_POLL_INTERVAL", "5m"),
+        ("MCO_METRICS_LISTEN", "127.0.0.1:9999"),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    for want in [
+        "skip_reboot = true",
+        "poll_interval = \"5m\"",
+        "metrics_listen = \"127.0.0.1:9999\"",
+    ] {
+        assert!(out.contains(want), "{want} not in {out}");
+    }
+}

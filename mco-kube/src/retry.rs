@@ -3,6 +3,7 @@
 //! returned at once.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tracing::warn;
@@ -48,11 +49,73 @@ enum Failure {
 }
 
 /// Runs `op` until it succeeds or fails with a non-transient error. Never gives up on
-/// transient errors: bound it with a timeout or by dropping the future.
+/// transient errors: bound it with a timeout or by dropping the future (or use
+/// [`with_retry_until`], whose error then says what the last attempt met).
 pub async fn with_retry<T, F, Fut>(
     policy: &RetryPolicy,
     action: &str,
+    op: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    retry(policy, action, op, &Mutex::new(None)).await
+}
+
+/// [`with_retry`] until `deadline`; past it, the error is `ACTION: timed out; last error:
+/// CAUSE`, the cause of the last failed attempt (`connection refused`), not only that time ran
+/// out.
+pub async fn with_retry_until<T, F, Fut>(
+    policy: &RetryPolicy,
+    action: &str,
+    deadline: tokio::time::Instant,
+    op: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let last = Mutex::new(None);
+    match tokio::time::timeout_at(deadline, retry(policy, action, op, &last)).await {
+        Ok(result) => result,
+        Err(_) => {
+            let last = last.lock().unwrap_or_else(|p| p.into_inner()).take();
+            Err(ClusterError::Client {
+                action: action.to_string(),
+                message: match last {
+                    Some(cause) => format!("timed out; last error: {cause}"),
+                    None => "timed out".to_string(),
+                },
+            })
+        }
+    }
+}
+
+/// What a transport error comes down to: its innermost cause, without the OS error number
+/// (`connection refused`), else the client's message.
+pub fn cause(err: &kube::Error) -> String {
+    let mut innermost: &dyn std::error::Error = err;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    let text = innermost.to_string();
+    let text = match text.find(" (os error") {
+        Some(at) => &text[..at],
+        None => &text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => err.to_string(),
+    }
+}
+
+async fn retry<T, F, Fut>(
+    policy: &RetryPolicy,
+    action: &str,
     mut op: F,
+    last: &Mutex<Option<String>>,
 ) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
@@ -71,8 +134,15 @@ where
             Failure::Kube(err) if !transient(&err) => {
                 return Err(ClusterError::from_kube(action, err));
             }
-            Failure::Kube(err) => err.to_string(),
-            Failure::Timeout => format!("no answer within {:?}", policy.attempt_timeout),
+            Failure::Kube(err) => {
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(cause(&err));
+                err.to_string()
+            }
+            Failure::Timeout => {
+                let detail = format!("no answer within {:?}", policy.attempt_timeout);
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(detail.clone());
+                detail
+            }
         };
         warn!(action, attempt, error = %detail, retry_in = ?delay, "transient API failure, retrying");
         tokio::time::sleep(delay).await;

@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod diff;
 pub mod diff_hooks;
 pub mod drain;
+pub mod env;
 pub mod exit;
 pub mod gather;
 pub mod hook_args;
@@ -91,7 +92,7 @@ pub struct Parsed {
 /// [`clap::Error`] that says it (see [`clap_exit`]); a bad configuration fragment is an error
 /// naming its file, line and key.
 pub fn parse(argv: Vec<OsString>) -> Result<Parsed> {
-    let command = Cli::command();
+    let command = env::with_aliases(Cli::command(), |n| std::env::var_os(n));
     let matches = command.clone().try_get_matches_from(&argv)?;
     // the subcommand whose options the fragments set, and how many words name it
     let words = match matches.subcommand() {
@@ -252,10 +253,18 @@ pub fn clap_exit(e: &clap::Error) -> ExitCode {
 /// The binary's entry point: parse, set up logging, run, and print a failure as `error: …`
 /// (and `hint: …`) with the exit code of its class ([`exit`]).
 pub fn main() -> ExitCode {
-    let parsed = match parse(std::env::args_os().collect()) {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let parsed = match parse(argv.clone()) {
         Ok(parsed) => parsed,
         Err(e) => {
             if let Some(clap) = e.downcast_ref::<clap::Error>() {
+                // a bad value from the environment is said with its variable
+                if let Some(message) =
+                    env::invalid_value(clap, &Cli::command(), &argv, |n| std::env::var_os(n))
+                {
+                    report::say(report::Label::Error, message);
+                    return Exit::InvalidInput.into();
+                }
                 return clap_exit(clap);
             }
             return report::fail(&e);
@@ -280,6 +289,18 @@ pub fn main() -> ExitCode {
             init_command_logging(verbose, true)
         }
         _ => init_command_logging(verbose, false),
+    }
+    if matches!(parsed.cli.command, Command::Start(_) | Command::Config(_)) {
+        let command = Cli::command();
+        if let Some(start) = command.find_subcommand("start") {
+            let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+            for (name, closest) in env::unknown(start, names) {
+                let hint = closest
+                    .map(|c| format!(" (did you mean {c}?)"))
+                    .unwrap_or_default();
+                tracing::warn!("unknown environment variable {name}, ignored{hint}");
+            }
+        }
     }
     if let Command::Start(_) = parsed.cli.command {
         let root = config_file::config_root();

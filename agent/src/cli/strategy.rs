@@ -29,7 +29,13 @@ pub struct StrategyArgs {
     /// `periodic`: a weekly maintenance window, `DAYS HH:MM LENGTH` (`Sat,Sun 22:00 3h`); repeat
     /// for more. In a fragment: `window = ["Sat 22:00 3h"]`, or Zincati's tables
     /// `[[window]] days = ["Sat"], start_time = "22:00", length_minutes = 180`.
-    #[arg(long = "window", value_parser = parse_window, action = clap::ArgAction::Append)]
+    #[arg(
+        long = "window",
+        env = "MCO_AGENT_WINDOW",
+        value_delimiter = ';',
+        value_parser = parse_window,
+        action = clap::ArgAction::Append
+    )]
     pub windows: Vec<Window>,
     /// `periodic`: the windows' time zone: `UTC`, `localtime` (/etc/localtime) or an IANA name
     /// (`Europe/Berlin`); wall-clock times are obeyed across DST changes.

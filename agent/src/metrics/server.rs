@@ -32,10 +32,10 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8797";
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
-    #[arg(long, value_name = "ADDR", env = "MCO_METRICS_LISTEN", default_value = DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "MCO_AGENT_METRICS_LISTEN", default_value = DEFAULT_LISTEN)]
     pub metrics_listen: SocketAddr,
     /// Do not serve metrics.
-    #[arg(long)]
+    #[arg(long, env = "MCO_AGENT_NO_METRICS")]
     pub no_metrics: bool,
     /// Also serve the metrics at https://ADDR/metrics for the cluster's Prometheus (the node's
     /// address, say): bearer tokens checked with TokenReview and SubjectAccessReview (get
@@ -54,6 +54,7 @@ pub struct MetricsArgs {
     /// word is still read, as first spelled).
     #[arg(
         long,
+        env = "MCO_AGENT_KUBELET_HEALTHZ_ENABLED",
         value_name = "BOOL",
         default_value_t = true,
         num_args = 0..=1,
@@ -63,7 +64,7 @@ pub struct MetricsArgs {
     )]
     pub kubelet_healthz_enabled: bool,
     /// The kubelet's health endpoint.
-    #[arg(long, value_name = "URL", default_value = kubelet::DEFAULT_ENDPOINT)]
+    #[arg(long, env = "MCO_AGENT_KUBELET_HEALTHZ_ENDPOINT", value_name = "URL", default_value = kubelet::DEFAULT_ENDPOINT)]
     pub kubelet_healthz_endpoint: String,
     /// How often the kubelet's health is checked (each check may take as long).
     #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "30s")]

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::error::{BlockedPod, ClusterError, DrainError};
 use super::objects::{Node, Pod};
-use super::retry::{RetryPolicy, with_retry};
+use super::retry::{RetryPolicy, with_retry_until};
 use evict::Target;
 use pods::Disposition;
 
@@ -118,7 +118,7 @@ impl Drainer {
         let work = async {
             loop {
                 let action = format!("{verb} node {}", self.node);
-                let node = with_retry(&self.retry, &action, || {
+                let node = with_retry_until(&self.retry, &action, deadline, || {
                     self.nodes.patch(&self.node, &params, &patch)
                 })
                 .await
@@ -251,18 +251,9 @@ impl Drainer {
         let pods: Api<Pod> = Api::all(self.pods_client.clone());
         let params = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
         let action = format!("listing the pods of node {}", self.node);
-        match tokio::time::timeout_at(
-            deadline,
-            with_retry(&self.retry, &action, || pods.list(&params)),
-        )
-        .await
-        {
-            Ok(list) => Ok(list?.items),
-            Err(_) => Err(ClusterError::Client {
-                action,
-                message: "timed out".into(),
-            }),
-        }
+        // past the deadline, the error says what the last attempt met
+        let list = with_retry_until(&self.retry, &action, deadline, || pods.list(&params)).await?;
+        Ok(list.items)
     }
 }
 

@@ -40,11 +40,11 @@ use crate::stop::{StopSignals, until_stopped};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Root directory of the node.
-    #[arg(long, default_value = "/")]
+    #[arg(long, env = "MCO_AGENT_ROOT", default_value = "/")]
     pub root: PathBuf,
     /// The node's name (default: the hostname); its Node object with a cluster, and sent to
     /// the config server.
-    #[arg(long)]
+    #[arg(long, env = "MCO_AGENT_NODE_NAME")]
     pub node_name: Option<String>,
     /// Kubeconfig with the node's credentials: follow the Node's `desiredConfig` and report
     /// through its annotations. Default on a node: the kubelet's, when it exists. Without one
@@ -76,10 +76,10 @@ pub struct Args {
     #[arg(long, env = "MCO_AGENT_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
     /// How often to ask for the desired config without a cluster (e.g. `30s`, `500ms`).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    #[arg(long, env = "MCO_AGENT_POLL_INTERVAL", value_parser = humantime::parse_duration, default_value = "30s")]
     pub poll_interval: Duration,
     /// Do not reboot even if an update needs it (the update then waits for a reboot).
-    #[arg(long)]
+    #[arg(long, env = "MCO_AGENT_SKIP_REBOOT")]
     pub skip_reboot: bool,
     /// The `--root` directory is this host's root mounted elsewhere (as in a container that
     /// sees the host at `/rootfs`): reboot the host through logind when an update needs it.
