@@ -208,3 +208,51 @@ fn the_plan_names_the_policy_behind_each_action() {
         "{stdout}"
     );
 }
+
+/// An unknown key (a typo) is named with its file, its path as written in the MachineConfig
+/// and the closest known key; `--strict` refuses it (invalid input) and prints no plan.
+#[test]
+fn unknown_key_names_file_and_path_and_strict_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.yaml");
+    let text_in = fs::read_to_string(examples_dir().join("01-worker-files-only.yaml")).unwrap();
+    assert!(text_in.contains("        overwrite: true\n"));
+    fs::write(
+        &typo,
+        text_in.replacen("        overwrite: true\n", "        overwrte: true\n", 1),
+    )
+    .unwrap();
+    let base = example("00-worker-base.yaml");
+    let typo = typo.display().to_string();
+    let expected = format!(
+        "{typo}: $.spec.config.storage.files.0.overwrte: unused key overwrte (did you mean overwrite?)"
+    );
+
+    let (stdout, stderr, code) = text(&run(&["diff", &base, &typo]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.is_empty());
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == format!("warning: {expected}; ignored")),
+        "{stderr}"
+    );
+
+    let (stdout, stderr, code) = text(&run(&["diff", &base, &typo, "--strict"]));
+    // invalid input (docs/agent.md, "Exit codes")
+    assert_eq!((code, stdout.as_str()), (65, ""), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == format!("error: {expected} (refused by --strict)")),
+        "{stderr}"
+    );
+    // Without a typo, --strict changes nothing.
+    let (_, stderr, code) = text(&run(&[
+        "diff",
+        &base,
+        &example("01-worker-files-only.yaml"),
+        "--strict",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -20,7 +20,7 @@ impl Issue {
     }
 
     /// The same issue with its path re-rooted under `prefix` (e.g. `$.spec.config`).
-    pub(crate) fn under(mut self, prefix: &str) -> Self {
+    pub fn under(mut self, prefix: &str) -> Self {
         self.path = rebase_path(&self.path, prefix);
         self
     }

@@ -153,7 +153,8 @@ fn fields_newer_than_the_declared_version_are_errors() {
 fn unknown_keys_are_warnings_and_dropped() {
     let p = parse(
         json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [
-        {"path": "/f", "contents": {"source": "data:,x"}, "colour": "blue"}]}, "extra": 1}),
+        {"path": "/f", "contents": {"source": "data:,x"}, "colour": "blue", "overwrte": true}]},
+        "extra": 1, "sytemd": {}}),
     )
     .unwrap();
     let w: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
@@ -161,7 +162,9 @@ fn unknown_keys_are_warnings_and_dropped() {
         w,
         vec![
             "$.storage.files.0.colour: unused key colour".to_string(),
+            "$.storage.files.0.overwrte: unused key overwrte (did you mean overwrite?)".to_string(),
             "$.extra: unused key extra".to_string(),
+            "$.sytemd: unused key sytemd (did you mean systemd?)".to_string(),
         ]
     );
 }

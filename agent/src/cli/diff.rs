@@ -22,6 +22,10 @@ pub struct Args {
     /// the default policies (as the MCO merges the cluster's).
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// Refuse a config with a key no Ignition spec knows (most often a typo, which would
+    /// otherwise be ignored with a warning and change what is applied). Exit 65.
+    #[arg(long)]
+    pub strict: bool,
     /// `-o json|yaml`: the plan as one object.
     #[command(flatten)]
     pub output: super::output::OutputArgs,
@@ -44,6 +48,12 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitCode> {
     let old = LoadedConfig::read(&args.old).invalid_input()?;
     let new = LoadedConfig::read(&args.new).invalid_input()?;
+    if args.strict {
+        old.refuse_ignored(&args.old.display().to_string())
+            .invalid_input()?;
+        new.refuse_ignored(&args.new.display().to_string())
+            .invalid_input()?;
+    }
     let mut opts = PolicyOptions {
         arch: std::env::consts::ARCH.to_string(),
         ..PolicyOptions::default()

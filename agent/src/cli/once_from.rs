@@ -48,6 +48,10 @@ pub struct Args {
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Read the boot id from this file instead of the kernel's (tests simulate reboots).
+    /// Refuse a config with a key no Ignition spec knows (most often a typo, which would
+    /// otherwise be ignored with a warning and change what is applied). Exit 65.
+    #[arg(long)]
+    pub strict: bool,
     #[arg(long, hide = true)]
     pub boot_id_file: Option<PathBuf>,
     /// The administrator's hooks.
@@ -98,6 +102,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         )
         .await
         .map_err(source_error)?;
+        if args.strict {
+            desired.refuse_ignored(&args.source).invalid_input()?;
+        }
         once_from(&args.root, &desired, &opts).await
     })?;
     let mut code = ExitCode::SUCCESS;

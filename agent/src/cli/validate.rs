@@ -21,6 +21,10 @@ pub struct Args {
     /// Root directory of the node.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
+    /// Refuse a config with a key no Ignition spec knows (most often a typo, which would
+    /// otherwise be ignored with a warning and change what is applied). Exit 65.
+    #[arg(long)]
+    pub strict: bool,
     /// `-o json|yaml`: the mismatches as a list.
     #[command(flatten)]
     pub output: super::output::OutputArgs,
@@ -35,6 +39,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     // `read_deferring_base64`).
     let path = config_path(args)?;
     let config = read_deferring_base64(&path).invalid_input()?;
+    if args.strict {
+        config
+            .refuse_ignored(&path.display().to_string())
+            .invalid_input()?;
+    }
     let root = match super::open_root(&args.root) {
         Ok(root) => root,
         Err(e) => {

@@ -20,7 +20,7 @@ use machine_config::mco::image::{embed_image, extract_image};
 use machine_config::mco::paths::{CURRENT_CONFIG, CURRENT_IMAGE, SERVED_CONTENT};
 use machine_config::source::{DocumentText, SourceFile};
 use machine_config::{
-    Config, IgnitionJson, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
+    Config, IgnitionJson, Issue, MachineConfig, MachineConfigSpec, ParsedConfig, SourceTable,
 };
 use serde_json::Value;
 
@@ -35,6 +35,10 @@ pub struct LoadedConfig {
     pub ignition: Config,
     /// JSON-path prefix of the Ignition config in the file: `$.spec.config` or `$`.
     pub field_prefix: &'static str,
+    /// What the parse ignored (unknown keys), each at its path in the file as written
+    /// (`$.spec.config.storage…` in a MachineConfig); warned about when read, refused by
+    /// [`LoadedConfig::refuse_ignored`] (`--strict`).
+    pub ignored: Vec<Issue>,
 }
 
 impl LoadedConfig {
@@ -66,11 +70,12 @@ impl LoadedConfig {
         let is_mc = value.get("kind").is_some() || value.get("apiVersion").is_some();
         if is_mc {
             let (mc, parsed) = MachineConfig::from_document(value, sources)?;
-            warn_unused(&parsed);
+            let ignored = warn_unused(path, &parsed, "$.spec.config");
             return Ok(LoadedConfig {
                 machine_config: mc,
                 ignition: parsed.config,
                 field_prefix: "$.spec.config",
+                ignored,
             });
         }
         if value.get("ignition").is_none() {
@@ -100,14 +105,15 @@ impl LoadedConfig {
                 config = mc.name(),
                 "applying the MachineConfig a config server's answer carries"
             );
-            warn_unused(&parsed);
+            let ignored = warn_unused(path, &parsed, "$.spec.config");
             return Ok(LoadedConfig {
                 machine_config: mc,
                 ignition: parsed.config,
                 field_prefix: "$.spec.config",
+                ignored,
             });
         }
-        warn_unused(&parsed);
+        let ignored = warn_unused(path, &parsed, "$");
         let name = name_for(path);
         let mc = MachineConfig::new(
             name,
@@ -120,6 +126,7 @@ impl LoadedConfig {
             machine_config: mc,
             ignition: parsed.config,
             field_prefix: "$",
+            ignored,
         })
     }
 
@@ -192,12 +199,24 @@ impl LoadedConfig {
             .with_context(|| source.to_string())
     }
 
+    /// Refuses a config whose parse ignored something (`--strict`): an unknown key is most
+    /// often a typo, and ignoring it changes what is applied. The error names `file` and each
+    /// path as written.
+    pub fn refuse_ignored(&self, file: &str) -> Result<()> {
+        if self.ignored.is_empty() {
+            return Ok(());
+        }
+        let lines: Vec<String> = self.ignored.iter().map(ToString::to_string).collect();
+        anyhow::bail!("{file}: {} (refused by --strict)", lines.join("; "))
+    }
+
     /// An empty MachineConfig (what a root holds before anything was applied).
     pub fn empty() -> Self {
         LoadedConfig {
             machine_config: MachineConfig::new(String::new(), MachineConfigSpec::default()),
             ignition: Config::empty(),
             field_prefix: "$",
+            ignored: Vec::new(),
         }
     }
 }
@@ -240,11 +259,19 @@ fn read_json_file(file: &Arc<SourceFile>) -> Option<(Value, SourceTable)> {
     parse_json_file(file, start as u64).ok()
 }
 
-/// Logs what the parser ignored (unknown keys), as Ignition warns about them.
-fn warn_unused(parsed: &ParsedConfig) {
-    for warning in &parsed.warnings {
-        tracing::warn!(%warning, "ignored in the config");
+/// Warns about what the parser ignored (unknown keys), as Ignition does, naming the file and
+/// the path as written in it (`prefix`: where the Ignition config sits in the document); returns
+/// them so that `--strict` can refuse them.
+fn warn_unused(file: &Path, parsed: &ParsedConfig, prefix: &str) -> Vec<Issue> {
+    let ignored: Vec<Issue> = parsed
+        .warnings
+        .iter()
+        .map(|w| w.clone().under(prefix))
+        .collect();
+    for issue in &ignored {
+        tracing::warn!("{}: {issue}; ignored", file.display());
     }
+    ignored
 }
 
 /// Name of a MachineConfig wrapping a bare Ignition config: the file name without extension.
@@ -288,6 +315,7 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
         machine_config: embed_image(&mc, image.as_deref()),
         ignition,
         field_prefix: "$.spec.config",
+        ignored: Vec::new(),
     }))
 }
 

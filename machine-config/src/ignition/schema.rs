@@ -199,6 +199,18 @@ impl Gate<'_> {
     }
 }
 
+/// The field of `fields` closest to `key` when it is close enough to be a typo (an edit or two,
+/// fewer for short names): `overwrte` → `overwrite`, nothing for `colour`.
+fn closest_field(key: &str, fields: &[Field]) -> Option<&'static str> {
+    let limit = (key.chars().count() / 3).clamp(1, 3);
+    fields
+        .iter()
+        .map(|f| (strsim::levenshtein(key, f.name), f.name))
+        .filter(|(distance, _)| *distance <= limit)
+        .min()
+        .map(|(_, name)| name)
+}
+
 fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut GateReport) {
     match (shape, value) {
         (Shape::Object(fields), Value::Object(map)) => {
@@ -206,9 +218,11 @@ fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut 
             for key in keys {
                 let child_path = format!("{path}.{key}");
                 let Some(field) = fields.iter().find(|f| f.name == key) else {
-                    report
-                        .warnings
-                        .push(Issue::new(child_path, format!("unused key {key}")));
+                    let message = match closest_field(&key, fields) {
+                        Some(known) => format!("unused key {key} (did you mean {known}?)"),
+                        None => format!("unused key {key}"),
+                    };
+                    report.warnings.push(Issue::new(child_path, message));
                     map.remove(&key);
                     continue;
                 };
