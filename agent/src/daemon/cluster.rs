@@ -45,6 +45,7 @@ enum StateWrite {
     Report(NodeState, String),
     SetDone(String, Option<String>),
     PostConfigAction(&'static str),
+    Annotation(&'static str, String),
 }
 
 /// A best-effort write, or a flush.
@@ -193,6 +194,9 @@ async fn write_states(
                 api.set_annotations(&[(POST_CONFIG_ACTION, Some(*value))])
                     .await
             }
+            StateWrite::Annotation(key, value) => {
+                api.set_annotations(&[(*key, Some(value.as_str()))]).await
+            }
         };
         if let Err(e) = result {
             tracing::warn!(write = ?w, error = %e, "a node state write failed for good");
@@ -283,6 +287,10 @@ impl ClusterReport for NodeReport {
 
     fn node_name(&self) -> Option<&str> {
         Some(self.api.node_name())
+    }
+
+    async fn annotate(&self, key: &'static str, value: &str) -> Result<()> {
+        self.queue_state(StateWrite::Annotation(key, value.to_string()))
     }
 
     fn reports_irreconcilable(&self) -> bool {

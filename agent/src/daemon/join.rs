@@ -25,13 +25,42 @@ use crate::cluster::NodeApi;
 use crate::input;
 use crate::rootfs::Root;
 
-/// Bootstraps the Node's annotations when it has no `currentConfig`; returns the Node's
-/// `currentConfig` afterwards (`None`: the node has no config yet).
-pub async fn load_node_annotations(root: &Root, api: &dyn NodeApi) -> Result<Option<String>> {
+/// What start-up learns from the Node's annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Joined {
+    /// The Node's `currentConfig` (`None`: the node has no config yet).
+    pub current: Option<String>,
+    /// The Node has `ostree-finalize-staged-failure` (cleared when there is no failure).
+    pub finalize_failure_annotated: bool,
+}
+
+/// [`load_node_annotations`], with what else start-up needs from the same read.
+pub async fn join(root: &Root, api: &dyn NodeApi) -> Result<Joined> {
     let annotations = api
         .annotations()
         .await
         .context("reading the Node's annotations")?;
+    let finalize_failure_annotated = annotations
+        .all
+        .contains_key(machine_config::mco::annotations::OSTREE_FINALIZE_STAGED_FAILURE);
+    let current = bootstrap(root, api, annotations).await?;
+    Ok(Joined {
+        current,
+        finalize_failure_annotated,
+    })
+}
+
+/// Bootstraps the Node's annotations when it has no `currentConfig`; returns the Node's
+/// `currentConfig` afterwards (`None`: the node has no config yet).
+pub async fn load_node_annotations(root: &Root, api: &dyn NodeApi) -> Result<Option<String>> {
+    Ok(join(root, api).await?.current)
+}
+
+async fn bootstrap(
+    root: &Root,
+    api: &dyn NodeApi,
+    annotations: mco_kube::NodeAnnotations,
+) -> Result<Option<String>> {
     if let Some(current) = annotations.current_config() {
         return Ok(Some(current.to_string()));
     }

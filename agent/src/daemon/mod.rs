@@ -30,6 +30,7 @@ pub mod certificates;
 pub mod cluster;
 pub mod config_server;
 pub mod drift;
+pub mod finalize_failure;
 pub mod join;
 pub mod policy;
 pub mod source;
@@ -38,6 +39,8 @@ mod sync;
 
 #[cfg(test)]
 mod image_tests;
+#[cfg(test)]
+mod os_start_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -126,6 +129,8 @@ pub struct Daemon {
     restart: Option<BoxFuture<'static, String>>,
     /// Why the loop stopped for a restart, if it did.
     restart_requested: Option<String>,
+    /// The Node has the `ostree-finalize-staged-failure` annotation (cluster mode, at start).
+    finalize_failure_annotated: bool,
 }
 
 impl Daemon {
@@ -152,7 +157,15 @@ impl Daemon {
             cert_reason: None,
             restart: None,
             restart_requested: None,
+            finalize_failure_annotated: false,
         }
+    }
+
+    /// With a cluster: whether the Node had the `ostree-finalize-staged-failure` annotation at
+    /// start (it is cleared to `""` when the previous boot logged no finalization error).
+    pub fn with_finalize_failure_annotated(mut self, annotated: bool) -> Self {
+        self.finalize_failure_annotated = annotated;
+        self
     }
 
     /// With a cluster: the certificate writer's failures and recoveries
@@ -195,6 +208,8 @@ impl Daemon {
             });
         self.engine.remove_stale_temp_files();
         startup::link_pull_secret(&self.engine);
+        startup::remove_policy_patch(&self.engine).await;
+        finalize_failure::sync(&self.engine, self.finalize_failure_annotated).await;
         match startup::resume(&self.engine).await {
             Started::Ready => {}
             Started::Rebooting => self.parked = Some(Parked::Rebooting),
@@ -224,6 +239,7 @@ impl Daemon {
             None => {}
         }
         if self.parked.is_none() && self.engine.pending()?.is_none() {
+            startup::remove_rollback(&self.engine).await?;
             if let Err(e) = startup::seed_current(
                 &self.engine,
                 self.source.as_ref(),

@@ -48,6 +48,38 @@ pub fn link_pull_secret(engine: &Engine) {
     }
 }
 
+/// Removes a temporary signature policy a crash left bound over rpm-ostreed's (as the MCD
+/// does when its rpm-ostree client starts; [`crate::engine::os_image`]).
+pub async fn remove_policy_patch(engine: &Engine) {
+    if let (true, Some(systemd)) = (engine.checks_os(), engine.seams().systemd.as_deref()) {
+        crate::engine::os_image::remove_policy_patch(engine.root(), systemd).await;
+    }
+}
+
+/// The MCD's `removeRollback` (BZ 2104619, disk use): `rpm-ostree cleanup -r` once per start
+/// on a CoreOS node. Only with no update in progress, unlike the MCD: the deployment a boot
+/// being verified would roll back to is kept until the update is committed. A failure makes
+/// the node Degraded (`failed to remove rollback: ...`) and fails the start (systemd starts
+/// the agent again, which tries again), as it fails the MCD's first sync.
+pub async fn remove_rollback(engine: &Engine) -> Result<()> {
+    let Some(os) = engine.seams().os.as_deref() else {
+        return Ok(());
+    };
+    if !engine.checks_os() || !crate::os::host_os::is_coreos(engine.root()) {
+        return Ok(());
+    }
+    if let Err(e) = os.cleanup(&[crate::os::CleanupTarget::Rollback]).await {
+        let reason = format!("failed to remove rollback: {e}");
+        engine
+            .reporter()
+            .state(engine.root(), NodeState::Degraded, &reason)
+            .await;
+        anyhow::bail!(reason);
+    }
+    tracing::info!("Removed the rollback deployment (rpm-ostree cleanup -r)");
+    Ok(())
+}
+
 /// Finishes a recorded update, if any.
 pub async fn resume(engine: &Engine) -> Started {
     let Some(report) = engine.resume().await else {

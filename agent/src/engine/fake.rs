@@ -18,6 +18,8 @@ pub enum ClusterCall {
     Event(String, String),
     Drain(String),
     Uncordon(String),
+    /// [`ClusterReport::annotate`]: key, value.
+    Annotate(String, String),
 }
 
 #[derive(Default)]
@@ -131,6 +133,11 @@ impl ClusterReport for FakeCluster {
 
     async fn progress(&self, progress: Progress) -> Result<()> {
         self.lock().progress.push(progress);
+        Ok(())
+    }
+
+    async fn annotate(&self, key: &'static str, value: &str) -> Result<()> {
+        self.push(ClusterCall::Annotate(key.into(), value.into()));
         Ok(())
     }
 

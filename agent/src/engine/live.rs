@@ -99,6 +99,9 @@ pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
     if opts.live && Root::open(root).is_ok_and(|r| host_os::is_el(&r)) {
         seams.packages = Some(Arc::new(RpmQuery::new(root)));
     }
+    if opts.live {
+        seams.commands = Some(Arc::new(crate::host::command::ProcessCommands::default()));
+    }
     match (&opts.no_reboot, &bus) {
         (Some(why), _) => seams.no_reboot = why.clone(),
         (None, Ok(conn)) => {

@@ -88,6 +88,9 @@ pub mod hooks;
 pub mod live;
 pub mod observe;
 mod os;
+pub mod os_image;
+#[cfg(test)]
+mod os_image_tests;
 pub mod policy;
 mod post_actions;
 pub mod record;
@@ -154,6 +157,9 @@ pub struct Seams {
     /// (the MCD's `verifyExtensionPackages`); `None`: not verified (not an Enterprise Linux
     /// CoreOS, as upstream, or not the running host).
     pub packages: Option<Arc<dyn InstalledPackages>>,
+    /// The host's programs (podman, mokutil, journalctl) for the OS step's decisions; `None`
+    /// (an alternate root): images come from their registry, no bootloader update.
+    pub commands: Option<Arc<dyn crate::host::command::HostCommands>>,
 }
 
 /// How the engine runs.
@@ -288,6 +294,9 @@ pub struct Engine {
     /// A stop request: no step begins after it ([`crate::stop`]; the process's unless
     /// [`Engine::with_stop`]).
     stop: StopFlag,
+    /// The previous boot's `ostree-finalize-staged.service` error, appended to validation
+    /// errors as the MCD appends it (`; possible root cause: ...`).
+    possible_root_cause: std::sync::Mutex<Option<String>>,
 }
 
 impl Engine {
@@ -309,7 +318,23 @@ impl Engine {
             policy_source: Arc::new(FixedPolicy(ActivePolicy::defaults())),
             strategy: Arc::new(Strategy::immediate()),
             stop: StopFlag::process(),
+            possible_root_cause: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Keeps `cause` (the previous boot's finalization error) for validation errors.
+    pub fn set_possible_root_cause(&self, cause: Option<String>) {
+        *self
+            .possible_root_cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = cause;
+    }
+
+    pub(crate) fn possible_root_cause(&self) -> Option<String> {
+        self.possible_root_cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops between steps when `stop` is requested (tests; the process's flag otherwise).

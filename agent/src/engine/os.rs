@@ -10,15 +10,15 @@
 use anyhow::{Context, Result};
 use machine_config::mco::events::reason;
 use machine_config::mco::image::{layered_image, pinned_by_digest};
-use machine_config::mco::node_conditions::Progress;
 use machine_config::plan::Plan;
 use machine_config::{MachineConfig, extensions, kargs};
 
+use super::os_image::{self, ImageHost};
 use super::report::Reporter;
 
 use crate::failpoints::failpoint;
 use crate::os::{
-    CleanupTarget, Deployment, KargsChange, OsImage, OsMismatch, OsUpdater, PackageChange,
+    CleanupTarget, Deployment, KargsChange, OsMismatch, OsUpdater, PackageChange,
     check_kernel_args, check_os_image,
 };
 
@@ -184,17 +184,20 @@ pub async fn stage(
     old: &MachineConfig,
     new: &MachineConfig,
 ) -> Result<Vec<String>> {
-    Ok(stage_changes(os, plan, old, new, None).await?.done)
+    Ok(stage_changes(os, plan, old, new, None, None).await?.done)
 }
 
 /// [`stage`], saying whether the image was rebased; the image pull is reported to `pulls`'
-/// MachineConfigNode (`ImagePulledFromRegistry`, with the gate) as the MCD reports it.
+/// MachineConfigNode (`ImagePulledFromRegistry`, with the gate) as the MCD reports it. With
+/// the `host`'s programs the image comes from local container storage when podman has it
+/// ([`super::os_image`]).
 pub(crate) async fn stage_changes(
     os: &dyn OsUpdater,
     plan: &Plan,
     old: &MachineConfig,
     new: &MachineConfig,
     pulls: Option<&Reporter>,
+    host: Option<ImageHost<'_>>,
 ) -> Result<Staged> {
     let mut done = Vec::new();
     let mut rebased = None;
@@ -225,7 +228,11 @@ pub(crate) async fn stage_changes(
         if booted.image_url().as_deref() == Some(image.as_str()) {
             tracing::info!(image = %image, "Already in desired image {image}");
         } else {
-            rebase(os, image, pulls).await?;
+            tracing::info!(image = %image, "Updating OS to layered image {image:?}");
+            if !pinned_by_digest(image) {
+                tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
+            }
+            os_image::rebase(os, image, pulls, host).await?;
             done.push(format!("rebased to {image}"));
             rebased = Some(image.clone());
         }
@@ -282,37 +289,6 @@ pub(crate) async fn stage_changes(
         "OS changes staged"
     );
     Ok(Staged { done, rebased })
-}
-
-/// Rebases to `image`, reporting the pull to `pulls`' MachineConfigNode.
-async fn rebase(os: &dyn OsUpdater, image: &str, pulls: Option<&Reporter>) -> Result<()> {
-    tracing::info!(image = %image, "Updating OS to layered image {image:?}");
-    if !pinned_by_digest(image) {
-        tracing::warn!(image = %image, "OS image {image} is not pinned by digest: what it names may change");
-    }
-    let progress = |p: Progress| async move {
-        if let Some(r) = pulls {
-            r.progress(p).await;
-        }
-    };
-    progress(Progress::PullingImage {
-        image: image.to_string(),
-    })
-    .await;
-    let pulled = os.rebase(&OsImage::Registry(image.to_string())).await;
-    if let Err(e) = &pulled {
-        let failed = Progress::ImagePullFailed {
-            image: image.to_string(),
-            error: e.to_string(),
-        };
-        progress(failed).await;
-    }
-    pulled.with_context(|| format!("rebasing to {image}"))?;
-    progress(Progress::ImagePulled {
-        image: image.to_string(),
-    })
-    .await;
-    Ok(())
 }
 
 /// The MCD's `applyExtensions` (`generateExtensionsArgs`): nothing when neither config has

@@ -57,6 +57,11 @@ pub trait ClusterReport: Send + Sync {
     fn publish(&self) -> Result<()> {
         Ok(())
     }
+    /// Sets one more of the node's annotations (`ostree-finalize-staged-failure`), in order
+    /// with its state writes.
+    async fn annotate(&self, _key: &'static str, _value: &str) -> Result<()> {
+        Ok(())
+    }
     /// The Node's name, when there is a cluster (for the MCD's messages that name it).
     fn node_name(&self) -> Option<&str> {
         None

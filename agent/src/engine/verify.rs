@@ -21,6 +21,9 @@ pub struct NodeValidation {
     pub os: Vec<String>,
     /// Files and units.
     pub files: ValidationReport,
+    /// The previous boot's failure to write its staged deployment, when there was one: the
+    /// likely reason the node is not in the config.
+    pub possible_root_cause: Option<String>,
 }
 
 impl NodeValidation {
@@ -38,13 +41,18 @@ impl NodeValidation {
     }
 
     /// The MCD's error, with every mismatch instead of the first:
-    /// `unexpected on-disk state validating against <config>: <m1>; <m2>`.
+    /// `unexpected on-disk state validating against <config>: <m1>; <m2>`, then the MCD's
+    /// `; possible root cause: <finalization error>` when the previous boot logged one.
     pub fn reason(&self) -> String {
-        format!(
+        let mut reason = format!(
             "unexpected on-disk state validating against {}: {}",
             self.config,
             self.messages().join("; ")
-        )
+        );
+        if let Some(cause) = &self.possible_root_cause {
+            reason.push_str(&format!("; possible root cause: {cause}"));
+        }
+        reason
     }
 }
 
@@ -73,6 +81,7 @@ impl Engine {
             config: validated_against(config).to_string(),
             os: os_problems,
             files: validate_as(&self.root, config.name(), ign, SpecRules::of(config)),
+            possible_root_cause: self.possible_root_cause(),
         }
     }
 

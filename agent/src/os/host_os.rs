@@ -54,6 +54,12 @@ pub fn is_el(root: &Root) -> bool {
     read(root).is_some_and(|(os, _)| os == "RHCOS" || os == "SCOS")
 }
 
+/// Whether the OS in `root` is a CoreOS variant (RHCOS, SCOS or FCOS: the MCD's
+/// `IsCoreOSVariant`), where the MCD removes the rollback deployment and updates the bootloader.
+pub fn is_coreos(root: &Root) -> bool {
+    read(root).is_some_and(|(os, _)| matches!(os.as_str(), "RHCOS" | "SCOS" | "FCOS"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +104,7 @@ mod tests {
         let root = Root::open(dir.path()).unwrap();
         assert_eq!(read(&root), None);
         assert!(!is_el(&root));
+        assert!(!is_coreos(&root));
         std::fs::create_dir_all(dir.path().join("usr/lib")).unwrap();
         std::fs::write(
             dir.path().join("usr/lib/os-release"),
@@ -106,6 +113,7 @@ mod tests {
         .unwrap();
         assert_eq!(read(&root), Some(("FCOS".into(), "41".into())));
         assert!(!is_el(&root), "Fedora CoreOS is not Enterprise Linux");
+        assert!(is_coreos(&root));
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
         std::fs::write(
             dir.path().join("etc/os-release"),

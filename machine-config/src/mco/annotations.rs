@@ -46,3 +46,7 @@ pub const LAST_SYNCED_CONTROLLER_CONFIG_RESOURCE_VERSION: &str =
 /// The ControllerConfig's `service-ca-rotate` value the node last acted on.
 pub const LAST_OBSERVED_SERVER_CA: &str =
     "machineconfiguration.openshift.io/lastObservedServerCAAnnotation";
+/// The first `error:` line `ostree-finalize-staged.service` logged in the previous boot (`""`
+/// once there is none).
+pub const OSTREE_FINALIZE_STAGED_FAILURE: &str =
+    "machineconfiguration.openshift.io/ostree-finalize-staged-failure";

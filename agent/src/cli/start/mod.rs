@@ -518,7 +518,7 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
     }
     let mut daemon = match &api {
         Some(api) => {
-            let annotated = join::load_node_annotations(engine.root(), api.as_ref()).await?;
+            let joined = join::join(engine.root(), api.as_ref()).await?;
             let (notes, notes_rx) = tokio::sync::mpsc::unbounded_channel();
             let writer = CertificateWriter {
                 api: api.clone(),
@@ -530,7 +530,8 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
             };
             tokio::spawn(writer.run());
             let mut daemon = Daemon::new(engine, source, DesiredFeed::Cluster(api.desired()))
-                .with_annotated_current(annotated)
+                .with_annotated_current(joined.current)
+                .with_finalize_failure_annotated(joined.finalize_failure_annotated)
                 .with_certificate_notes(notes_rx);
             if let Some(restart) = restart {
                 daemon = daemon.with_restart_on(restart);

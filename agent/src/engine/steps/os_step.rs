@@ -21,6 +21,16 @@ impl Engine {
             || (self.checks_os() && os::os_step_always(&rec.current, &rec.desired))
     }
 
+    /// The host around rpm-ostree for the rebase (local container storage, the temporary
+    /// signature policy), when the agent runs the host's programs.
+    fn image_host(&self) -> Option<crate::engine::os_image::ImageHost<'_>> {
+        Some(crate::engine::os_image::ImageHost {
+            root: &self.root,
+            commands: self.seams.commands.as_deref()?,
+            systemd: self.seams.systemd.as_deref(),
+        })
+    }
+
     /// The id of the deployment the node runs now, recorded before staging (`None`, said in
     /// the log, when it cannot be read: an unplanned reboot while staging then rolls back).
     pub(super) async fn running_deployment_id(&self) -> Option<String> {
@@ -52,6 +62,7 @@ impl Engine {
             &rec.current,
             &rec.desired,
             Some(&self.reporter),
+            self.image_host(),
         )
         .await?;
         tracing::info!(changes = staged.done.join("; "), "Changes to OS staged");

@@ -84,6 +84,7 @@ impl Node {
             rebooter: Some(self.rebooter.clone()),
             no_reboot: String::new(),
             packages: Some(self.packages.clone()),
+            commands: None,
         }
     }
 

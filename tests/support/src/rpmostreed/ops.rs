@@ -292,7 +292,11 @@ fn resolve_base(ctx: &Context<'_>, base: &Base) -> Result<String, String> {
         Base::Container(r) => {
             let image = image_name(r);
             ctx.progress.message(&format!("Pulling manifest: {r}"));
-            ctx.auth.check(image)?;
+            // An image in local container storage is read from there: no registry, no
+            // credentials (what a disconnected node rebases from).
+            if !super::origin::is_local_storage(r) {
+                ctx.auth.check(image)?;
+            }
             for candidate in image_candidates(r, ctx.image_map)? {
                 if let Ok(csum) = resolve_rev(ctx.sysroot, &candidate) {
                     return Ok(csum);

@@ -65,6 +65,15 @@ pub fn is_container_reference(refspec: &str) -> bool {
     CONTAINER_PREFIXES.iter().any(|p| refspec.starts_with(p))
 }
 
+/// True for an image in local container storage
+/// (`ostree-unverified-image:containers-storage:...` and the other ostree transports).
+pub fn is_local_storage(refspec: &str) -> bool {
+    is_container_reference(refspec)
+        && refspec
+            .split_once(':')
+            .is_some_and(|(_, rest)| rest.starts_with("containers-storage:"))
+}
+
 /// The image name inside an ostree container reference, without the ostree and containers
 /// transports: `ostree-unverified-image:containers-storage:quay.io/x@sha256:..` gives
 /// `quay.io/x@sha256:..`.
@@ -282,6 +291,16 @@ mod tests {
     #[test]
     fn image_names_lose_their_transports() {
         let img = format!("quay.io/openshift/rhcos@{DIGEST}");
+        assert!(is_local_storage(&format!(
+            "ostree-unverified-image:containers-storage:{img}"
+        )));
+        assert!(!is_local_storage(&format!(
+            "ostree-unverified-registry:{img}"
+        )));
+        assert!(!is_local_storage(&format!(
+            "ostree-unverified-image:docker://{img}"
+        )));
+        assert!(!is_local_storage("containers-storage:x"));
         for (refspec, want) in [
             (format!("ostree-unverified-registry:{img}"), img.as_str()),
             (
