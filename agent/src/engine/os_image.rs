@@ -283,7 +283,7 @@ async fn try_restart(systemd: &dyn Systemd) -> Result<()> {
     Ok(())
 }
 
-/// Undoes [`patch_policy`]: the drop-in goes (rpm-ostreed restarted without it when it was
+/// Undoes `patch_policy`: the drop-in goes (rpm-ostreed restarted without it when it was
 /// there), then the patched policy. Also at start-up, for a patch a crash left behind.
 /// Failures are logged: the drop-in lives in `/run`, so a reboot removes it anyway.
 pub async fn remove_policy_patch(root: &Root, systemd: &dyn Systemd) {
