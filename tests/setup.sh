@@ -43,6 +43,8 @@ packages=(
   python3-venv
   # the alert rules' tests (promtool test rules, agent/src/metrics/alert_rules.rs)
   prometheus
+  # the status page rendered in a real browser (tests/cluster/tests/status_page.rs)
+  chromium
 )
 
 missing=()

@@ -17,6 +17,7 @@ use crate::leader::{Election, LeaderArgs};
 use crate::server::bootstrap::BootstrapTokens;
 use crate::server::{self, ConfigSource, Limits};
 use crate::standalone::Standalone;
+use crate::status_page::StatusPage;
 
 /// Renders MachineConfigs per pool, targets nodes within maxUnavailable, serves Ignition over TLS.
 #[derive(Debug, Parser)]
@@ -175,6 +176,11 @@ pub struct ServeArgs {
     /// Also serve plain HTTP here (the MCS's port 22624; never a per-node config).
     #[arg(long)]
     pub insecure_listen: Option<SocketAddr>,
+    /// Cluster mode: serve the status page (`/`) and `/status.json` (what `kubectl mco status
+    /// -o json` prints) over plain HTTP here, a listener of their own that serves nothing else
+    /// (the shipped Deployment: 127.0.0.1:22625, reached with `kubectl port-forward`).
+    #[arg(long, requires = "kubeconfig", value_name = "ADDR")]
+    pub status_listen: Option<SocketAddr>,
     /// Standalone mode: seconds between directory checks when inotify misses a change.
     #[arg(long, default_value_t = 5)]
     pub poll_interval: u64,
@@ -278,6 +284,7 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     let controller_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let fleet_lock;
+    let mut status_page = None;
     let source: Arc<dyn ConfigSource> = match (&args.manifests, &args.kubeconfig) {
         (Some(dir), _) => {
             let standalone = Arc::new(Standalone::open(dir, args.base.options())?);
@@ -290,6 +297,10 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         }
         (None, Some(kubeconfig)) => {
             let client = crate::cluster::client(kubeconfig).await?;
+            if let Some(addr) = args.status_listen {
+                let page = StatusPage::new(client.clone(), args.leader.identity());
+                status_page = Some((bind(addr)?, Arc::new(page)));
+            }
             fleet_lock = args
                 .fleet_lock
                 .cluster(client.clone(), args.client_ca.is_some())?;
@@ -346,6 +357,15 @@ async fn serve_command(args: ServeArgs) -> Result<()> {
         limits.clone(),
         shutdown.clone(),
     ));
+    if let Some((listener, page)) = status_page {
+        tracing::info!("Launching the status page on {}", listener.local_addr()?);
+        tasks.spawn(crate::status_page::serve(
+            listener,
+            page,
+            limits.clone(),
+            shutdown.clone(),
+        ));
+    }
     if let Some(addr) = args.insecure_listen {
         let listener = bind(addr)?;
         tracing::info!("Launching insecure server on {}", listener.local_addr()?);

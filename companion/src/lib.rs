@@ -13,6 +13,7 @@
 //!   controllers, and a fence keeps a replica that lost the Lease from writing.
 //! - [`fleet_lock`]: the FleetLock server (reboot slots per group) on the same listener.
 //! - [`peer`]: what a client proved about itself (certificate, bootstrap token, nothing).
+//! - [`status_page`]: the fleet's status page and `/status.json` on a listener of their own.
 //! - [`cli`]: the `mco-companion` command line (`render`, `serve`).
 //! - [`allocator`]: the C allocator's settings for a long-running server of large bodies.
 //!
@@ -30,3 +31,4 @@ pub mod peer;
 pub mod served;
 pub mod server;
 pub mod standalone;
+pub mod status_page;

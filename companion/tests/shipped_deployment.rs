@@ -33,6 +33,14 @@ fn the_deployments_arguments_parse_and_name_mounted_paths() {
         .client_ca
         .clone()
         .expect("the shipped Deployment passes --client-ca");
+    // the status page listens on the pod's loopback only (docs/security.md, "The status page")
+    let status = serve
+        .status_listen
+        .expect("the shipped Deployment serves the status page");
+    assert!(
+        status.ip().is_loopback(),
+        "--status-listen {status} is not loopback"
+    );
     let mut paths = vec![serve.cert, serve.key, client_ca];
     paths.extend(serve.kubeconfig);
     paths.extend(serve.bootstrap_tokens);

@@ -88,7 +88,7 @@ fn render(cli: &Cli, status: &FleetStatus, colour: bool) -> Result<String> {
 
 fn serialize<T: serde::Serialize>(format: Output, value: &T) -> Result<String> {
     Ok(match format {
-        Output::Json => serde_json::to_string_pretty(value).context("writing JSON")? + "\n",
+        Output::Json => fleet::to_json(value).context("writing JSON")?,
         Output::Yaml => serde_saphyr::to_string(value).context("writing YAML")?,
     })
 }

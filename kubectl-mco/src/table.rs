@@ -136,14 +136,7 @@ pub fn nodes(nodes: &[NodeSummary], colour: bool) -> String {
                 .as_ref()
                 .map(|s| format!("{}={}", s.kind, s.status))
                 .unwrap_or_else(|| "-".into());
-            let reason = match (&n.drain_blocked_by, &n.reason) {
-                (Some(block), _) => match &block.budget {
-                    Some(pdb) => format!("drain blocked by pod {} (budget {pdb})", block.pod),
-                    None => format!("drain blocked by pod {}", block.pod),
-                },
-                (None, Some(reason)) => reason.clone(),
-                (None, None) => String::new(),
-            };
+            let reason = n.why();
             vec![
                 plain(&n.name),
                 Cell(n.state.clone(), state_colour(&n.state)),

@@ -3,7 +3,7 @@
 //! [`ConfigSource`]: the standalone manifests directory or the cluster.
 
 pub mod bootstrap;
-mod guard;
+pub(crate) mod guard;
 pub mod identity;
 mod listen;
 pub mod routes;

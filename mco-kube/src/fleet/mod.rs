@@ -124,6 +124,27 @@ impl FleetStatus {
     }
 }
 
+impl NodeSummary {
+    /// Why the node is where it is, in one line (the plugin's REASON column and the page's):
+    /// the pod and budget holding its drain, else its reason, else empty.
+    pub fn why(&self) -> String {
+        match (&self.drain_blocked_by, &self.reason) {
+            (Some(block), _) => match &block.budget {
+                Some(pdb) => format!("drain blocked by pod {} (budget {pdb})", block.pod),
+                None => format!("drain blocked by pod {}", block.pod),
+            },
+            (None, Some(reason)) => reason.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// `value` as `kubectl mco -o json` prints it and the companion's `/status.json` serves it:
+/// pretty-printed, with a final newline. One function, so the two are the same bytes.
+pub fn to_json<T: Serialize>(value: &T) -> serde_json::Result<String> {
+    Ok(serde_json::to_string_pretty(value)? + "\n")
+}
+
 fn api_of(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(machine_config::machineconfig::GROUP, "v1", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))

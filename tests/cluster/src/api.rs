@@ -33,6 +33,17 @@ impl ApiServer {
     /// fails a scenario), writing kubeconfigs for the companion (its shipped service account)
     /// and for `nodes` (every node the test will ever have: the binary writes them at start).
     pub fn start(binary: &Path, dir: &Path, nodes: &[String]) -> Result<Self> {
+        Self::start_seeded(binary, dir, nodes, &[])
+    }
+
+    /// [`ApiServer::start`], also loading the objects of `seeds` (manifest files, statuses
+    /// kept) before it answers.
+    pub fn start_seeded(
+        binary: &Path,
+        dir: &Path,
+        nodes: &[String],
+        seeds: &[PathBuf],
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let rbac_seed = dir.join("rbac-from-manifests.yaml");
         std::fs::write(&rbac_seed, mco_test_support::shipped::rbac_seed()?)?;
@@ -52,6 +63,11 @@ impl ApiServer {
             .arg(&audit_log)
             .arg("--seed")
             .arg(&rbac_seed)
+            .args(
+                seeds
+                    .iter()
+                    .flat_map(|seed| [std::ffi::OsStr::new("--seed"), seed.as_os_str()]),
+            )
             .arg("--serviceaccount-kubeconfig")
             .arg(format!(
                 "{MCO_NAMESPACE}/{COMPANION_ACCOUNT}={}",
