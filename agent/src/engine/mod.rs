@@ -81,6 +81,7 @@
 //! root) staging is not locked, so the reboot somebody else makes finalizes it.
 
 pub mod backups;
+pub mod bootloader;
 #[cfg(any(test, feature = "fakes"))]
 pub mod fake;
 pub mod health;

@@ -95,6 +95,17 @@ pub async fn rebase(
     pulls: Option<&Reporter>,
     host: Option<ImageHost<'_>>,
 ) -> Result<()> {
+    if let Some(host) = host {
+        // Before the rebase, as the MCD's updateLayeredOS: the new image's bootloader on a
+        // Secure Boot node (never fails the update).
+        let bootloader = super::bootloader::BootloaderHost {
+            root: host.root,
+            commands: host.commands,
+            systemd: host.systemd,
+            arch: std::env::consts::ARCH,
+        };
+        super::bootloader::update(&bootloader, image).await;
+    }
     if let Some(host) = host
         && let Some(local) = local_image(host.commands, image).await?
     {
