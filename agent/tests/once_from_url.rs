@@ -303,10 +303,26 @@ async fn unreachable_4xx_5xx_and_tls_failures_are_clear_and_change_nothing() {
         &companion.url,
         &["--ca", other_file.to_str().unwrap()],
         FAILED,
-        &[&tls_failed, "UnknownIssuer"],
+        &[
+            &tls_failed,
+            "the server's certificate is not signed by a CA this node trusts",
+            "give that CA with --ca",
+        ],
     )
     .await;
-    refused(&companion.url, &[], FAILED, &[&tls_failed]).await;
+    refused(&companion.url, &[], FAILED, &[&tls_failed, "--ca"]).await;
+    // The right CA, the wrong name: the certificate names 127.0.0.1 only.
+    let by_name = companion.url.replace("127.0.0.1", "localhost");
+    let ca = companion.ca_file.to_str().unwrap();
+    refused(
+        &by_name,
+        &["--ca", ca],
+        FAILED,
+        &[&format!(
+            "error: TLS handshake with {by_name} failed: the server's certificate is not valid for localhost (it names 127.0.0.1): use one of its names in the URL"
+        )],
+    )
+    .await;
 
     // Bad local input.
     let not_pem = dir.path().join("not.pem");

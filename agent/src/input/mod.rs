@@ -9,6 +9,7 @@ mod mapped;
 pub mod policy;
 pub mod served;
 pub mod spill;
+mod tls_cause;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -191,6 +191,14 @@ fn rustls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a ru
     }
 }
 
+/// The host of `url` (what its certificate must name).
+fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| url.to_string())
+}
+
 /// A request that got no answer, said plainly: TLS, connection or timeout, with the causes.
 fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
     let mut causes = Vec::new();
@@ -199,16 +207,14 @@ fn describe_send_error(url: &str, e: &reqwest::Error) -> String {
     while let Some(err) = source {
         causes.push(err.to_string());
         if tls.is_none() {
-            tls = rustls_error(err).map(ToString::to_string);
+            tls = rustls_error(err).map(|e| super::tls_cause::describe(e, &host_of(url)));
         }
         source = err.source();
     }
     causes.dedup();
     let causes = causes.join(": ");
     if let Some(reason) = tls {
-        format!(
-            "TLS handshake with {url} failed: {reason} (--ca must name the CA that signs the server's certificate)"
-        )
+        format!("TLS handshake with {url} failed: {reason}")
     } else if e.is_timeout() {
         format!("{url}: no answer in time: {causes}")
     } else if e.is_connect() {
