@@ -50,6 +50,9 @@ pub enum PivotOutcome {
         from: Option<String>,
         to: String,
         reboot: bool,
+        /// Why the running OS is not known (no system bus, no rpm-ostree): the dry run still
+        /// says the rest.
+        unknown: Option<String>,
     },
     /// Staged; rebooting, or why not.
     Staged {
@@ -58,6 +61,47 @@ pub enum PivotOutcome {
         /// `None`: the reboot was requested. Else why the node is not rebooted.
         no_reboot: Option<String>,
     },
+}
+
+/// What a pivot would do: from the running deployment when rpm-ostree answers, else with the
+/// reason it is unknown (a dry run needs neither the system bus nor rpm-ostree to say the
+/// target and what it would do).
+async fn dry_run(
+    seams: Result<crate::engine::Seams>,
+    opts: &PivotOptions,
+    reboot: bool,
+) -> Result<PivotOutcome> {
+    let to = opts.image.clone();
+    let running = match &seams {
+        Ok(seams) => match &seams.os {
+            Some(os) => running_deployment(os.as_ref())
+                .await
+                .map(|d| d.image_url())
+                .map_err(|e| format!("{e:#}")),
+            None => Err(format!(
+                "rpm-ostree is not available: {}",
+                seams.os_unavailable
+            )),
+        },
+        Err(e) => Err(format!("{e:#}")),
+    };
+    match running {
+        Ok(from) if from.as_deref() == Some(to.as_str()) => {
+            Ok(PivotOutcome::AlreadyThere { image: to })
+        }
+        Ok(from) => Ok(PivotOutcome::WouldRebase {
+            from,
+            to,
+            reboot,
+            unknown: None,
+        }),
+        Err(why) => Ok(PivotOutcome::WouldRebase {
+            from: None,
+            to,
+            reboot,
+            unknown: Some(why),
+        }),
+    }
 }
 
 /// Checks that `image` is an image reference rpm-ostree can pull (no transport, no URL, a
@@ -125,7 +169,11 @@ pub async fn pivot(
             lock_finalization: opts.lock_finalization,
         },
     )
-    .await?;
+    .await;
+    if opts.dry_run {
+        return dry_run(seams, opts, no_reboot.is_none()).await;
+    }
+    let seams = seams?;
     let os = seams
         .os
         .clone()
@@ -135,13 +183,6 @@ pub async fn pivot(
     if from.as_deref() == Some(to.as_str()) {
         tracing::info!(image = %to, "Already in desired image {to}");
         return Ok(PivotOutcome::AlreadyThere { image: to });
-    }
-    if opts.dry_run {
-        return Ok(PivotOutcome::WouldRebase {
-            from,
-            to,
-            reboot: no_reboot.is_none(),
-        });
     }
     if !pinned_by_digest(&to) {
         tracing::warn!(image = %to, "OS image {to} is not pinned by digest: what it names may change");

@@ -140,3 +140,39 @@ async fn pivot_refuses_while_an_update_is_in_progress() {
     assert_eq!(env.deployments(), before);
     env.stop().await;
 }
+
+/// `--dry-run` with no rpm-ostree to ask (its bus is gone) still says the target, that a tag is
+/// not pinned, what it would do and what is unknown, and changes nothing.
+#[test]
+fn a_dry_run_without_rpm_ostree_says_what_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fs::create_dir(&root).unwrap();
+    seed_root(&root);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mco-agent"))
+        .args(["pivot", "--dry-run", "quay.io/openshift/os:4.18", "--root"])
+        .arg(&root)
+        .arg("--kubeconfig")
+        .arg(root.join("no-kubeconfig"))
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            format!("unix:path={}", dir.path().join("no-bus").display()),
+        )
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "would rebase the OS from the running OS (unknown, below) to quay.io/openshift/os:4.18",
+        "warning: quay.io/openshift/os:4.18 is not pinned by digest",
+        "unknown: the running OS image, and whether it is quay.io/openshift/os:4.18 already (",
+        "(dry run: nothing changed)",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in:\n{stdout}");
+    }
+}

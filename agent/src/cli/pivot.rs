@@ -102,15 +102,35 @@ fn describe(outcome: &PivotOutcome) -> String {
         PivotOutcome::AlreadyThere { image } => {
             format!("already running {image}: nothing to do\n")
         }
-        PivotOutcome::WouldRebase { from, to, reboot } => format!(
-            "would rebase the OS from {} to {to}\nwould {}\n(dry run: nothing changed)\n",
-            was(from),
-            if *reboot {
-                "reboot into it"
-            } else {
-                "not reboot: it boots at the next reboot"
+        PivotOutcome::WouldRebase {
+            from,
+            to,
+            reboot,
+            unknown,
+        } => {
+            let from = match unknown {
+                Some(_) => "the running OS (unknown, below)".to_string(),
+                None => was(from),
+            };
+            let mut t = format!("would rebase the OS from {from} to {to}\n");
+            if !machine_config::mco::image::pinned_by_digest(to) {
+                t.push_str(&format!(
+                    "warning: {to} is not pinned by digest: what it names may change\n"
+                ));
             }
-        ),
+            t.push_str(if *reboot {
+                "would reboot into it\n"
+            } else {
+                "would not reboot: it boots at the next reboot\n"
+            });
+            if let Some(why) = unknown {
+                t.push_str(&format!(
+                    "unknown: the running OS image, and whether it is {to} already ({why})\n"
+                ));
+            }
+            t.push_str("(dry run: nothing changed)\n");
+            t
+        }
         PivotOutcome::Staged {
             from,
             to,
@@ -137,9 +157,32 @@ mod tests {
             describe(&PivotOutcome::WouldRebase {
                 from: Some("quay.io/os@sha256:0".into()),
                 to: to.clone(),
-                reboot: true
+                reboot: true,
+                unknown: None,
             }),
-            "would rebase the OS from quay.io/os@sha256:0 to quay.io/os@sha256:1\nwould reboot into it\n(dry run: nothing changed)\n"
+            "would rebase the OS from quay.io/os@sha256:0 to quay.io/os@sha256:1\nwarning: quay.io/os@sha256:1 is not pinned by digest: what it names may change\nwould reboot into it\n(dry run: nothing changed)\n"
+        );
+        // Without rpm-ostree (no system bus): the target, the tag warning, and what is unknown.
+        assert_eq!(
+            describe(&PivotOutcome::WouldRebase {
+                from: None,
+                to: "quay.io/os:4.18".into(),
+                reboot: false,
+                unknown: Some("the system bus is not reachable".into()),
+            }),
+            "would rebase the OS from the running OS (unknown, below) to quay.io/os:4.18\nwarning: quay.io/os:4.18 is not pinned by digest: what it names may change\nwould not reboot: it boots at the next reboot\nunknown: the running OS image, and whether it is quay.io/os:4.18 already (the system bus is not reachable)\n(dry run: nothing changed)\n"
+        );
+        let pinned =
+            "quay.io/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        assert!(
+            !describe(&PivotOutcome::WouldRebase {
+                from: None,
+                to: pinned.into(),
+                reboot: true,
+                unknown: None,
+            })
+            .contains("warning"),
+            "a digest is pinned"
         );
         assert_eq!(
             describe(&PivotOutcome::Staged {
