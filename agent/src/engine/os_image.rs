@@ -19,7 +19,7 @@ use machine_config::mco::node_conditions::Progress;
 use serde::Deserialize;
 
 use super::report::Reporter;
-use crate::host::command::HostCommands;
+use crate::host::command::{CommandError, HostCommands};
 use crate::host::systemd::{ActiveState, Systemd};
 use crate::os::{OsImage, OsUpdater};
 use crate::rootfs::{DEFAULT_FILE_MODE, Owner, Root};
@@ -61,14 +61,28 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, 
 }
 
 /// The MCD's `GetPodmanImageInfoByReference`: the first image podman lists for `image`, `None`
-/// when it lists none. An error (podman missing or failing, output that is not its JSON) is
-/// an error: the MCD aborts the update then too.
+/// when it lists none. A podman that runs and fails, or prints what is not its JSON, is an
+/// error: the MCD aborts the update then too. A node without podman (it cannot be started) has
+/// no local container storage to look in: `None`, and the image comes from its registry (the
+/// MCD's nodes always have podman; a non-CoreOS ostree node may not).
 pub async fn local_image(cmds: &dyn HostCommands, image: &str) -> Result<Option<LocalImage>> {
     let filter = format!("reference={image}");
-    let out = cmds
+    let out = match cmds
         .stdout(&["podman", "images", "--format=json", "--filter", &filter])
         .await
-        .with_context(|| format!("asking podman whether {image} is in local storage"))?;
+    {
+        Err(CommandError::Spawn { message, .. }) => {
+            tracing::info!(
+                image,
+                why = message,
+                "podman cannot be run: no local container storage to rebase from"
+            );
+            return Ok(None);
+        }
+        other => {
+            other.with_context(|| format!("asking podman whether {image} is in local storage"))?
+        }
+    };
     let listed: Vec<LocalImage> = serde_json::from_str(&out)
         .with_context(|| format!("reading podman's list of images for {image}"))?;
     Ok(listed.into_iter().next())

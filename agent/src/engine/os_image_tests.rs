@@ -99,6 +99,18 @@ fn rows() -> Vec<Row> {
             waited: Duration::ZERO,
         },
         Row {
+            what: "no podman on the node (it cannot be started): nothing is local, RebaseLayered from the registry",
+            host: true,
+            // the fake answers a program it has no rule for as one that cannot be started
+            commands: FakeCommands::new(),
+            policy: None,
+            rebase_failures: 0,
+            rebases: vec![registry()],
+            error: None,
+            systemd: vec![],
+            waited: Duration::ZERO,
+        },
+        Row {
             what: "updateLayeredOS: an error from podman aborts the update, nothing is rebased",
             host: true,
             commands: FakeCommands::new().fails(PODMAN_IMAGES, 125, "Error: database is locked"),
