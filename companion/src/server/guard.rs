@@ -17,6 +17,58 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
+/// A connection the caps let in: its stream, its client, and the global slot and the client's
+/// slot it holds (given back when the connection is dropped with them).
+pub(crate) struct Admitted {
+    pub stream: tokio::net::TcpStream,
+    pub remote: std::net::SocketAddr,
+    pub permits: (tokio::sync::OwnedSemaphorePermit, ClientSlot),
+}
+
+/// The next connection `listener` accepts within the caps: a free slot of `slots` first (no
+/// accept while every slot is taken), then a client holding fewer than `per_client`; an
+/// accept error (EMFILE) backs off instead of spinning, a client over its cap is closed. `None`
+/// once `shutdown` turns true or `slots` is closed. `what` starts the log lines ("" for the
+/// config server).
+pub(crate) async fn next_admitted(
+    listener: &tokio::net::TcpListener,
+    slots: &Arc<tokio::sync::Semaphore>,
+    clients: &Arc<PerClient>,
+    per_client: usize,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    what: &str,
+) -> Option<Admitted> {
+    loop {
+        if *shutdown.borrow() {
+            return None;
+        }
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.ok()?,
+            _ = shutdown.changed() => return None,
+        };
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(err) => {
+                    tracing::warn!("{what}accepting a connection failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return None,
+        };
+        let Some(client_slot) = clients.admit(remote.ip(), per_client) else {
+            tracing::warn!(%remote, cap = per_client, "{what}closing a connection: the client has too many open");
+            continue;
+        };
+        return Some(Admitted {
+            stream,
+            remote,
+            permits: (permit, client_slot),
+        });
+    }
+}
+
 /// Open connections per client ([`client_of`]).
 #[derive(Debug, Default)]
 pub struct PerClient {

@@ -8,7 +8,7 @@
 //! and hyper then closes the connection instead of draining the body.
 
 use super::bootstrap::{Authenticated, BootstrapTokens};
-use super::guard::{Clocked, PerClient, RequestClock, WriteTimeout};
+use super::guard::{Admitted, Clocked, PerClient, RequestClock, WriteTimeout, next_admitted};
 use super::{ConfigSource, Peer, identity, routes};
 use crate::fleet_lock::{self, FleetLock};
 use http_body_util::Full;
@@ -96,34 +96,20 @@ pub async fn serve_with_fleet_lock(
     let clients = Arc::new(PerClient::default());
     let limits = Arc::new(limits);
     let stopping = shutdown.clone();
-    loop {
-        if *shutdown.borrow() {
-            break;
-        }
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-            _ = shutdown.changed() => break,
-        };
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(err) => {
-                    // e.g. EMFILE: back off instead of spinning
-                    tracing::warn!("accepting a connection failed: {err}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
-        let Some(client_slot) = clients.admit(remote.ip(), limits.max_connections_per_client)
-        else {
-            tracing::warn!(%remote, cap = limits.max_connections_per_client, "closing a connection: the client has too many open");
-            continue;
-        };
+    while let Some(Admitted {
+        stream,
+        remote,
+        permits,
+    }) = next_admitted(
+        &listener,
+        &slots,
+        &clients,
+        limits.max_connections_per_client,
+        &mut shutdown,
+        "",
+    )
+    .await
+    {
         let _ = stream.set_nodelay(true);
         let stream = WriteTimeout::new(stream, limits.write_timeout);
         let source = source.clone();
@@ -133,7 +119,7 @@ pub async fn serve_with_fleet_lock(
         let fleet_lock = fleet_lock.clone();
         let stopping = stopping.clone();
         tokio::spawn(async move {
-            let _permits = (permit, client_slot);
+            let _permits = permits;
             match acceptor {
                 Some(acceptor) => {
                     serve_tls(

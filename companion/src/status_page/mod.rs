@@ -39,7 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Mutex, Semaphore, watch};
 
 use crate::server::Limits;
-use crate::server::guard::{PerClient, WriteTimeout};
+use crate::server::guard::{Admitted, PerClient, WriteTimeout, next_admitted};
 
 /// How long one read of the fleet answers requests.
 pub const REUSE: Duration = Duration::from_secs(2);
@@ -224,37 +224,24 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let clients = Arc::new(PerClient::default());
     let limits = Arc::new(limits);
-    loop {
-        if *shutdown.borrow() {
-            break;
-        }
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-            _ = shutdown.changed() => break,
-        };
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(err) => {
-                    tracing::warn!("status page: accepting a connection failed: {err}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
-        let Some(client_slot) = clients.admit(remote.ip(), limits.max_connections_per_client)
-        else {
-            tracing::warn!(%remote, "status page: closing a connection: the client has too many open");
-            continue;
-        };
+    while let Some(Admitted {
+        stream,
+        remote,
+        permits,
+    }) = next_admitted(
+        &listener,
+        &slots,
+        &clients,
+        limits.max_connections_per_client,
+        &mut shutdown,
+        "status page: ",
+    )
+    .await
+    {
         let stream = WriteTimeout::new(stream, limits.write_timeout);
         let (page, limits, mut stopping) = (page.clone(), limits.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let _permits = (permit, client_slot);
+            let _permits = permits;
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let page = page.clone();
                 async move {
