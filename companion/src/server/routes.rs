@@ -220,7 +220,8 @@ pub(crate) fn request_timeout(limit: std::time::Duration) -> Response<Full<Bytes
     response
 }
 
-fn empty(status: StatusCode) -> Response<Full<Bytes>> {
+/// A response with `status` and no body.
+pub(crate) fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
     response

@@ -40,6 +40,7 @@ use tokio::sync::{Mutex, Semaphore, watch};
 
 use crate::server::Limits;
 use crate::server::guard::{Admitted, PerClient, WriteTimeout, next_admitted};
+use crate::server::routes::empty;
 
 /// How long one read of the fleet answers requests.
 pub const REUSE: Duration = Duration::from_secs(2);
@@ -201,15 +202,6 @@ fn with_body(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    response
-}
-
-fn empty(status: StatusCode) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
     response
 }
 
