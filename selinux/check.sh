@@ -97,6 +97,10 @@ expect "starts and stops units" 'service .*start.*stop' -A -s mco_agent_t -c ser
 expect "writes unit files" 'systemdunit:file .*write' -A -s mco_agent_t -t systemdunit -c file
 expect "reboots through logind" 'power_unit_t:service .*start' -A -s mco_agent_t -t power_unit_t -c service
 expect "notifies systemd (Type=notify, watchdog)" 'write' -A -s mco_agent_t -t init_runtime_t -c sock_file
+expect "maps the journal files (journalctl: the previous boot's ostree-finalize-staged)" 'systemd_journal_t:file .*map' \
+  -A -s mco_agent_t -t systemd_journal_t -c file
+expect "journalctl stats /proc and /run" 'proc_t:filesystem .*getattr' -A -s mco_agent_t -t proc_t -c filesystem
+expect "journalctl stats /run" 'tmpfs_t:filesystem .*getattr' -A -s mco_agent_t -t tmpfs_t -c filesystem
 expect "reads the kubelet kubeconfig" ':file \{.*read' -A -s mco_agent_t -t var_lib_t -c file
 expect "writes the pull secret /var/lib/kubelet/config.json" 'var_lib_t:file .*create.*rename.*write' \
   -A -s mco_agent_t -t var_lib_t -c file
