@@ -7,6 +7,7 @@ pub mod completions;
 pub mod handwritten;
 pub mod manpage;
 pub mod pages;
+pub mod synopsis;
 
 use std::path::{Path, PathBuf};
 

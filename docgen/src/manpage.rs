@@ -1,6 +1,7 @@
-//! One man page in roff: what clap_mangen makes of the command line (NAME, SYNOPSIS,
-//! DESCRIPTION, OPTIONS, SUBCOMMANDS, VERSION) with the hand-written sections in between, in
-//! man-pages(7) order, and SEE ALSO naming the pages above and below.
+//! One man page in roff: what clap_mangen makes of the command line (NAME, DESCRIPTION,
+//! OPTIONS, SUBCOMMANDS, VERSION), the SYNOPSIS with placeholders ([`crate::synopsis`]), the
+//! hand-written sections in between, in man-pages(7) order, and SEE ALSO naming the pages above
+//! and below.
 
 use anyhow::{Context, Result};
 use clap_mangen::Man;
@@ -32,7 +33,11 @@ pub fn render(page: &Page, hand: &HandWritten) -> Result<String> {
     };
     clap_part(&|w| man.render_title(w))?;
     clap_part(&|w| man.render_name_section(w))?;
-    clap_part(&|w| man.render_synopsis_section(w))?;
+    // clap_mangen's synopsis leaves out the values' placeholders
+    clap_part(&|w| {
+        w.extend_from_slice(crate::synopsis::render(&page.command).to_roff().as_bytes());
+        Ok(())
+    })?;
     clap_part(&|w| man.render_description_section(w))?;
     let mut more = Roff::new();
     if let Some(extra) = hand.section("DESCRIPTION") {

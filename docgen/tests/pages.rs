@@ -119,6 +119,37 @@ fn generated_pages_render_cleanly_with_every_section() {
             );
         }
     }
+    // the synopsis says what each option takes (clap_mangen's said `[--root]`)
+    for (page, wanted) in [
+        ("mco-agent-rollback", "[--root ROOT]"),
+        ("mco-agent-diff", "[-o|--output FORMAT]"),
+        ("mco-agent-diff", "... OLD NEW"),
+        ("mco-agent-start", "[--poll-interval POLL_INTERVAL]"),
+        (
+            "mco-agent-config",
+            "mco-agent config [-v|--verbose]... COMMAND",
+        ),
+    ] {
+        let path = out.path().join(format!("man/man8/{page}.8"));
+        let text = run(
+            "groff",
+            &["-k", "-man", "-Tascii", "-P-cbou", path.to_str().unwrap()],
+        );
+        let text = String::from_utf8_lossy(&text.stdout);
+        let synopsis: String = text
+            .lines()
+            .skip_while(|l| *l != "SYNOPSIS")
+            .skip(1)
+            .take_while(|l| !l.starts_with("DESCRIPTION"))
+            .flat_map(str::split_whitespace)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            synopsis.contains(wanted),
+            "{page}: {wanted} not in {synopsis:?}"
+        );
+        assert!(!synopsis.contains("--help"), "{page}: {synopsis:?}");
+    }
     // the daemon's page carries both the options clap knows and the hand-written files
     let start = std::fs::read_to_string(out.path().join("man/man8/mco-agent-start.8")).unwrap();
     for needle in [
@@ -252,4 +283,19 @@ fn the_agent_pages_exit_codes_are_the_agents() {
             }
         }
     }
+}
+
+#[test]
+fn the_install_docs_name_every_page_the_rpm_installs() {
+    let install = std::fs::read_to_string(pages_dir().join("../install.md")).unwrap();
+    // the RPM ships mco-agent and mco-firstboot, not the companion
+    let missing: Vec<String> = expected_pages()
+        .into_iter()
+        .filter(|p| !p.starts_with("mco-companion"))
+        .filter(|p| !install.contains(&format!("`{p}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/install.md does not name {missing:?}"
+    );
 }
