@@ -244,7 +244,7 @@ fn code_77_permission_refused() {
     assert_eq!(
         err,
         format!(
-            "error: needs root: {root}/etc is not writable by this user; nothing was changed\n\
+            "error: needs root; nothing was changed ({root}/etc is not writable by this user)\n\
              hint: run it as root (e.g. with sudo)\n"
         )
     );

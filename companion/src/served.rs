@@ -41,12 +41,13 @@ pub enum ServeBuildError {
         message: String,
     },
     /// The spec cannot express the config.
-    #[error("rendered config {name}: {source}")]
+    /// (The cause is said in the text, not returned as `source()`: a chain says it once.)
+    #[error("rendered config {name}: {error}")]
     Translate {
         /// Rendered config name.
         name: String,
         /// Why.
-        source: downtranslate::DownTranslateError,
+        error: downtranslate::DownTranslateError,
     },
 }
 
@@ -63,7 +64,7 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
     downtranslate::migrate_kernel_arguments(&mut config, &mut mc.spec.kernel_arguments, spec)
         .map_err(|source| ServeBuildError::Translate {
             name: name.clone(),
-            source,
+            error: source,
         })?;
 
     let annotations = json!({
@@ -96,7 +97,7 @@ pub fn build(rendered: &MachineConfig, spec: SpecVersion) -> Result<Bytes, Serve
     let served = downtranslate::translate_owned(config, spec).map_err(|source| {
         ServeBuildError::Translate {
             name: name.clone(),
-            source,
+            error: source,
         }
     })?;
     // Exactly sized: a body grown by doubling keeps up to twice its length allocated, and the

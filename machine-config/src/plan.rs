@@ -32,11 +32,12 @@ pub struct PolicyOptions {
 /// Why no plan could be made at all (a config does not parse or decode).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error("parsing {which} config {name:?}: {source}")]
+    /// (The parse error is said in the text, not returned as `source()`: a chain says it once.)
+    #[error("parsing {which} config {name:?}: {error}")]
     Parse {
         which: &'static str,
         name: String,
-        source: ParseError,
+        error: ParseError,
     },
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -69,10 +70,10 @@ pub struct Plan {
 }
 
 fn parse(which: &'static str, mc: &MachineConfig) -> Result<Config, PlanError> {
-    mc.ignition().map_err(|source| PlanError::Parse {
+    mc.ignition().map_err(|error| PlanError::Parse {
         which,
         name: mc.name().to_string(),
-        source,
+        error,
     })
 }
 

@@ -55,12 +55,9 @@ pub enum CertError {
         why: &'static str,
     },
     /// A file could not be read, written or removed.
-    #[error("could not write {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: RootError,
-    },
+    /// (The cause is said in the text, not returned as `source()`: a chain says it once.)
+    #[error("could not write {}: {error}", path.display())]
+    Write { path: PathBuf, error: RootError },
     /// The kubeconfig-data bundle or a kubeconfig cannot be used (service-CA rotation).
     #[error("{}: {message}", path.display())]
     Kubeconfig { path: PathBuf, message: String },
@@ -70,7 +67,7 @@ impl CertError {
     pub(crate) fn write(path: impl Into<PathBuf>, source: RootError) -> Self {
         CertError::Write {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -171,7 +171,7 @@ pub fn permission_refused(error: &anyhow::Error) -> bool {
         let io = e.downcast_ref::<std::io::Error>().or_else(|| {
             e.downcast_ref::<crate::rootfs::RootError>()
                 .and_then(|r| match r {
-                    crate::rootfs::RootError::Io { source, .. } => Some(source),
+                    crate::rootfs::RootError::Io { error, .. } => Some(error),
                     _ => None,
                 })
         });

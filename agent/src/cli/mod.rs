@@ -8,6 +8,8 @@ pub mod diff;
 pub mod diff_hooks;
 pub mod drain;
 pub mod env;
+#[cfg(test)]
+mod error_chains;
 pub mod exit;
 pub mod gather;
 pub mod hook_args;
@@ -169,6 +171,12 @@ pub(crate) fn ask(question: &str, no_terminal: &str) -> Result<bool> {
 /// Opens the root directory a command works on (`--root`): one that does not exist, or is not
 /// a directory, is said once and is invalid input.
 pub(crate) fn open_root(path: &std::path::Path) -> Result<crate::rootfs::Root> {
+    check_root(path)?;
+    Ok(crate::rootfs::Root::open(path)?)
+}
+
+/// Refuses a `--root` that does not exist or is not a directory, saying so once (invalid input).
+pub(crate) fn check_root(path: &std::path::Path) -> Result<()> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(exit::error(
@@ -184,14 +192,16 @@ pub(crate) fn open_root(path: &std::path::Path) -> Result<crate::rootfs::Root> {
         }
         _ => {}
     }
-    Ok(crate::rootfs::Root::open(path)?)
+    Ok(())
 }
 
 /// Refuses to start a command that writes to the node at `root` when this user cannot write
 /// there (not root, or a read-only root): [`Exit::NeedsRoot`], before anything is changed.
-/// Checked on the root's `etc` (where configs write), or the root itself without one.
+/// Checked on the root's `etc` (where configs write), or the root itself without one; a root
+/// that does not exist is said first ([`check_root`]).
 pub(crate) fn check_writable(root: &std::path::Path) -> Result<()> {
     use rustix::fs::{Access, AtFlags, CWD, accessat};
+    check_root(root)?;
     let etc = root.join("etc");
     let path = if etc.is_dir() {
         etc
@@ -209,7 +219,7 @@ pub(crate) fn check_writable(root: &std::path::Path) -> Result<()> {
                 Exit::NeedsRoot,
                 Some("run it as root (e.g. with sudo)".to_string()),
                 anyhow::anyhow!(
-                    "needs root: {} is not writable by this user; nothing was changed",
+                    "needs root; nothing was changed ({} is not writable by this user)",
                     path.display()
                 ),
             ))

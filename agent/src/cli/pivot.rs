@@ -51,7 +51,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     // A malformed image changes nothing and needs no connection to say so.
     crate::pivot::check_image(&opts.image).invalid_input()?;
-    if !args.dry_run {
+    if args.dry_run {
+        super::check_root(&args.root)?;
+    } else {
         super::check_writable(&args.root)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

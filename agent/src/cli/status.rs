@@ -217,7 +217,7 @@ pub async fn gather(root: &Root, sysroot: &Path, boot_id_file: &Path) -> NodeSta
             "{}: absent (the agent has not run since the node booted): state, reason and last update unknown",
             host(STATUS_FILE)
         )),
-        Err(e) => s.unreadable.push(format!("{}: {e:#}", host(STATUS_FILE))),
+        Err(e) => s.unreadable.push(format!("{e:#}")),
     }
     match input::read_current(root) {
         Ok(Some(c)) => {

@@ -85,6 +85,7 @@ fn config_path(args: &Args) -> Result<PathBuf> {
     if let Some(path) = &args.config {
         return Ok(path.clone());
     }
+    super::check_root(&args.root)?;
     let current = args.root.join(CURRENT_CONFIG.trim_start_matches('/'));
     if !current.exists() {
         return Err(super::exit::error(

@@ -213,7 +213,7 @@ pub fn load(root: &Root) -> Result<Option<UpdateRecord>> {
 
 fn load_from(root: &Root, path: &str) -> Result<Option<UpdateRecord>> {
     let path = Path::new(path);
-    let Some(bytes) = root.read(path)? else {
+    let Some(bytes) = root.read(path).map_err(|e| root.on_host(e))? else {
         return Ok(None);
     };
     let record: UpdateRecord = serde_json::from_slice(&bytes).with_context(|| {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use async_trait::async_trait;
 use machine_config::irreconcilable::IrreconcilableChange;
 use machine_config::mco::NodeState;
@@ -181,9 +181,14 @@ pub struct LastError {
 
 /// Reads the status file of `root`, if any.
 pub fn read_status(root: &Root) -> Result<Option<Status>> {
-    match root.read(Path::new(STATUS_FILE))? {
+    let path = Path::new(STATUS_FILE);
+    match root.read(path).map_err(|e| root.on_host(e))? {
         None => Ok(None),
-        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+        Some(bytes) => {
+            Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+                root.host_path(path).display().to_string()
+            })?))
+        }
     }
 }
 

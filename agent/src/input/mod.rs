@@ -291,7 +291,7 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let host_path = root.host_path(path);
     // Streamed, its sources left in the file (see `read_json_file`): the file is replaced by a
     // rename, never written in place, so the open file keeps them while the update runs.
-    let Some(file) = root.open_file(path)? else {
+    let Some(file) = root.open_file(path).map_err(|e| root.on_host(e))? else {
         return Ok(None);
     };
     let file = SourceFile::from_file(file, &host_path)
@@ -299,7 +299,7 @@ pub fn read_current(root: &Root) -> Result<Option<LoadedConfig>> {
     let (value, sources) = match read_json_file(&file) {
         Some(document) => document,
         None => {
-            let Some(bytes) = root.read(path)? else {
+            let Some(bytes) = root.read(path).map_err(|e| root.on_host(e))? else {
                 return Ok(None);
             };
             let text = String::from_utf8(bytes)
@@ -327,7 +327,10 @@ const CURRENT_CONFIG_MODE: u32 = 0o600;
 
 /// The layered image recorded in `currentimage` (`None`: missing or empty, not in image mode).
 pub fn read_current_image(root: &Root) -> Result<Option<String>> {
-    let Some(bytes) = root.read(Path::new(CURRENT_IMAGE))? else {
+    let Some(bytes) = root
+        .read(Path::new(CURRENT_IMAGE))
+        .map_err(|e| root.on_host(e))?
+    else {
         return Ok(None);
     };
     let text = String::from_utf8(bytes).with_context(|| {

@@ -10,8 +10,9 @@ pub const GIO_ERROR_BUSY: &str =
 
 #[derive(Debug, thiserror::Error)]
 pub enum OsError {
+    /// (The bus' error is said in the text, not returned as `source()`: a chain says it once.)
     #[error("connecting to rpm-ostree on the system bus: {0}")]
-    Connect(#[source] zbus::Error),
+    Connect(zbus::Error),
 
     /// The method call itself failed (rpm-ostreed refused it).
     #[error("rpm-ostree {method} failed: {message}")]

@@ -1,7 +1,7 @@
 //! Errors of the root-confined file system layer.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A failed operation on a path inside the root. `path` is the path as seen from inside the root
 /// (absolute, e.g. `/etc/foo`), which is what configs and messages talk about.
@@ -9,15 +9,16 @@ use std::path::PathBuf;
 pub enum RootError {
     /// A system call failed. Rendered like Go's `*PathError` (`lstat /etc/foo: no such file or
     /// directory`) because the MCD's validation messages embed that text.
-    #[error("{op} {}: {}", path.display(), go_error_text(source))]
+    /// It prints the OS error's text and does not return it as its `source()`, so that a chain
+    /// of causes says it once.
+    #[error("{op} {}: {}", path.display(), go_error_text(error))]
     Io {
         /// The operation, named like the system call (`lstat`, `open`, `mkdir`...).
         op: &'static str,
         /// Path inside the root.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
+        /// The underlying error (its text is this error's last part).
+        error: io::Error,
     },
     /// Resolving `path` met a symlink where someone other than root could have put it (see
     /// `resolve::follow_allowed`): it is not followed.
@@ -49,7 +50,7 @@ impl RootError {
         RootError::Io {
             op,
             path: path.into(),
-            source: source.into(),
+            error: source.into(),
         }
     }
 
@@ -57,15 +58,35 @@ impl RootError {
     /// knows, e.g. `lstat` for a failure while resolving a path's parents).
     pub fn with_op(self, op: &'static str) -> Self {
         match self {
-            RootError::Io { path, source, .. } => RootError::Io { op, path, source },
+            RootError::Io { path, error, .. } => RootError::Io { op, path, error },
             other => other,
+        }
+    }
+
+    /// The same error with its paths as host paths under `root` (`/mnt/root/etc/x`): what a
+    /// command run with `--root` says about the agent's own files. The file layer names paths
+    /// inside the root, as the MCD's messages name a config's files.
+    pub fn under(self, root: &Path) -> Self {
+        let host = |path: PathBuf| root.join(path.strip_prefix("/").unwrap_or(&path));
+        match self {
+            RootError::Io { op, path, error } => RootError::Io {
+                op,
+                path: host(path),
+                error,
+            },
+            RootError::UntrustedSymlink { link, path, why } => RootError::UntrustedSymlink {
+                link: host(link),
+                path: host(path),
+                why,
+            },
+            RootError::InvalidPath { path, reason } => RootError::InvalidPath { path, reason },
         }
     }
 
     /// The OS error kind, if this is an I/O error.
     pub fn kind(&self) -> Option<io::ErrorKind> {
         match self {
-            RootError::Io { source, .. } => Some(source.kind()),
+            RootError::Io { error, .. } => Some(error.kind()),
             RootError::InvalidPath { .. } | RootError::UntrustedSymlink { .. } => None,
         }
     }

@@ -180,6 +180,11 @@ impl Root {
         self.path.join(path.strip_prefix("/").unwrap_or(path))
     }
 
+    /// `error` (from this root) naming host paths: see [`RootError::under`].
+    pub fn on_host(&self, error: RootError) -> RootError {
+        error.under(&self.path)
+    }
+
     /// The parent directory of `path` (opened inside the root) and the final name.
     fn parent<'p>(&self, path: &'p Path, create: bool) -> Result<(OwnedFd, &'p OsStr), RootError> {
         let (dir, name) = split(path)?;
