@@ -1,9 +1,10 @@
 //! The agent on a booted CoreOS-like guest (the ostree disk): real systemd, journald, ostree.
 //! Run with `tests/vm/run.sh` (ignored by plain `cargo test`: each boots a VM).
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, bail, ensure};
 use mco_vm_tests::agent::OS_IMAGE_B;
 use mco_vm_tests::{Disk, Vm};
+use std::time::{Duration, Instant};
 
 /// A MachineConfig whose only change is the kubelet's pull secret: the MCD's disruption policy
 /// for that file is None (no drain, no reboot, no service action).
@@ -61,21 +62,53 @@ fn agent_once_from_files_without_reboot() -> Result<()> {
     vm.poweroff()
 }
 
-/// A config that touches everything the agent writes: a file under /etc, the kubelet's pull
-/// secret, a systemd unit (enabled) and the core user's SSH keys.
-const SANDBOX_MC: &str = r#"{
-  "apiVersion": "machineconfiguration.openshift.io/v1",
-  "kind": "MachineConfig",
-  "metadata": {"name": "99-vmtest-sandbox", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-  "spec": {"config": {
-    "ignition": {"version": "3.2.0"},
-    "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvmtest vmtest"]}]},
-    "storage": {"files": [
-      {"path": "/etc/mco-vmtest/sandbox.conf", "mode": 420, "contents": {"source": "data:,sandbox%0A"}},
-      {"path": "/var/lib/kubelet/config.json", "mode": 384, "contents": {"source": "data:,%7B%7D%0A"}}]},
-    "systemd": {"units": [{"name": "mco-vmtest.service", "enabled": true,
-      "contents": "[Unit]\nDescription=vmtest\n[Service]\nType=oneshot\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]}}}
-}"#;
+/// One file under each root a config can write to that the unit's `ProtectSystem=strict` leaves
+/// writable (`ReadWritePaths=`; on the ostree disk `/usr/local` is `/var/usrlocal`), and a
+/// post-apply hook: path, mode, contents. core's SSH keys cover `/home`.
+const SANDBOX_FILES: [(&str, u32, &str); 7] = [
+    ("/etc/mco-vmtest/sandbox.conf", 0o644, "sandbox\n"),
+    ("/var/lib/kubelet/config.json", 0o600, "{}\n"),
+    (
+        "/usr/local/bin/mco-vmtest-tool",
+        0o755,
+        "#!/bin/sh\necho tool\n",
+    ),
+    ("/root/.mco-vmtest.conf", 0o600, "root\n"),
+    ("/opt/mco-vmtest/opt.conf", 0o644, "opt\n"),
+    ("/srv/mco-vmtest/srv.conf", 0o644, "srv\n"),
+    (SANDBOX_HOOK, 0o755, SANDBOX_HOOK_SCRIPT),
+];
+
+const SANDBOX_HOOK: &str = "/etc/mco-agent/hooks.d/post-apply/10-vmtest";
+/// Runs a program of its own (the tool the config delivers) and writes under /var: a hook is a
+/// child of the agent, in its sandbox.
+const SANDBOX_HOOK_SCRIPT: &str = "#!/bin/sh\nset -e\nmkdir -p /var/lib/mco-vmtest\n\
+    echo \"$MCO_AGENT_PHASE $(id -u) $(/usr/local/bin/mco-vmtest-tool)\" > /var/lib/mco-vmtest/hook.out\n";
+
+/// A MachineConfig named `name` with `files`, core's SSH key and an enabled unit.
+fn sandbox_config(name: &str, files: &[(&str, u32, &str)]) -> String {
+    let files: Vec<_> = files
+        .iter()
+        .map(|(path, mode, contents)| {
+            serde_json::json!({"path": path, "mode": mode, "overwrite": true, "contents": {
+                "source": format!("data:;base64,{}", base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD, contents))}})
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {
+            "ignition": {"version": "3.2.0"},
+            "passwd": {"users": [{"name": "core",
+                "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvmtest vmtest"]}]},
+            "storage": {"files": files},
+            "systemd": {"units": [{"name": "mco-vmtest.service", "enabled": true,
+                "contents": "[Unit]\nDescription=vmtest\n[Service]\nType=oneshot\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]}}}
+    })
+    .to_string()
+}
 
 /// `units/mco-agent.service` with its sandbox untouched, as a oneshot that runs `once-from`:
 /// the daemon's notify/watchdog/restart settings go, every hardening line stays.
@@ -100,7 +133,7 @@ fn sandbox_check_unit(unit: &str, exec: &str) -> (String, usize) {
                     || key.starts_with("Private")
                     || key == "CapabilityBoundingSet"
                     || key == "MemoryDenyWriteExecute"
-                    || key == "SystemCallArchitectures"
+                    || key.starts_with("SystemCall")
                 {
                     hardening += 1;
                 }
@@ -118,40 +151,111 @@ fn agent_unit_sandbox_lets_it_apply_a_config() -> Result<()> {
     let unit = std::fs::read_to_string(
         mco_vm_tests::images::workspace_dir().join("units/mco-agent.service"),
     )?;
-    // --skip-reboot: the file under /etc needs a reboot, which is beside the point here
-    let (check_unit, hardening) = sandbox_check_unit(
-        &unit,
-        "/usr/local/bin/mco-agent once-from --skip-reboot /mnt/host/sandbox.json",
-    );
-    ensure!(
-        hardening >= 10,
-        "only {hardening} hardening settings kept:\n{check_unit}"
-    );
-
     let mut vm = Vm::builder("agent-unit-sandbox", Disk::Ostree).boot()?;
     vm.install_agent()?;
+    vm.install_rpmostree_standin()?;
     vm.run("useradd --create-home --user-group core")?;
-    std::fs::write(vm.share().join("sandbox.json"), SANDBOX_MC)?;
+
+    // Outside the writable roots: refused with the path named, the update rolled back (the file
+    // under /etc written before it is gone again), nothing recorded. /usr is read-only on an
+    // ostree node anyway; the deployment's own root is writable but for the sandbox.
+    for (n, outside) in [
+        "/usr/lib/mco-vmtest/refused.conf",
+        "/mco-vmtest/refused.conf",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("99-vmtest-outside-{n}");
+        let files = [
+            ("/etc/mco-vmtest/outside.conf", 0o644, "outside\n"),
+            (outside, 0o644, "refused\n"),
+        ];
+        std::fs::write(
+            vm.share().join(format!("{name}.json")),
+            sandbox_config(&name, &files),
+        )?;
+        let (check_unit, hardening) = sandbox_check_unit(
+            &unit,
+            &format!("/usr/local/bin/mco-agent once-from --skip-reboot /mnt/host/{name}.json"),
+        );
+        ensure!(
+            hardening >= 18,
+            "only {hardening} hardening settings kept:\n{check_unit}"
+        );
+        std::fs::write(vm.share().join(format!("{name}.service")), &check_unit)?;
+        vm.run(&format!(
+            "cp /mnt/host/{name}.service /etc/systemd/system/ && systemctl daemon-reload"
+        ))?;
+        let started = vm.exec(&format!("systemctl start {name}.service"))?;
+        let journal = vm.run(&format!("journalctl -b -u {name}.service -o cat"))?;
+        ensure!(
+            !started.success(),
+            "a config writing {outside} was applied under the sandbox:\n{journal}"
+        );
+        ensure!(
+            journal.contains(outside) && journal.contains("Read-only file system"),
+            "the error does not name {outside} and EROFS:\n{journal}"
+        );
+        let left = vm.run(&format!(
+            "ls -d {outside} /etc/mco-vmtest/outside.conf /etc/machine-config-daemon/currentconfig 2>/dev/null || true"
+        ))?;
+        ensure!(
+            left.trim().is_empty(),
+            "the refused update left on disk: {left}\njournal:\n{journal}"
+        );
+    }
+
+    // The real unit, every setting as shipped, runs the daemon on a local config (no cluster):
+    // journalctl at start-up (the previous boot's finalization errors), D-Bus to systemd and
+    // the rpm-ostree stand-in, a file in every writable root, a hook.
     std::fs::write(
-        vm.share().join("mco-agent-sandbox-check.service"),
-        &check_unit,
+        vm.share().join("sandbox.json"),
+        sandbox_config("99-vmtest-sandbox", &SANDBOX_FILES),
     )?;
     vm.run(
-        "cp /mnt/host/mco-agent-sandbox-check.service /etc/systemd/system/ && \
-         systemctl daemon-reload",
+        "install -D -m600 /mnt/host/sandbox.json /etc/mco-agent/sandbox.json && \
+         printf '[Service]\\nExecStart=\\nExecStart=/usr/local/bin/mco-agent start --skip-reboot \
+           --config-file /etc/mco-agent/sandbox.json\\n' \
+           > /etc/systemd/system/mco-agent.service.d/60-vmtest.conf && \
+         systemctl daemon-reload && systemctl start mco-agent.service",
     )?;
-    let started = vm.exec("systemctl start mco-agent-sandbox-check.service")?;
-    let journal = vm.run("journalctl -b -u mco-agent-sandbox-check.service -o cat")?;
+    let journal = wait_for_agent_journal(
+        &mut vm,
+        "the node needs a reboot to finish the update",
+        Duration::from_secs(180),
+    )?;
+    for (property, want) in [
+        ("ActiveState", "active"),
+        ("ProtectSystem", "strict"),
+        ("PrivateDevices", "yes"),
+        ("RestrictSUIDSGID", "yes"),
+    ] {
+        let got = vm.run(&format!("systemctl show -P {property} mco-agent.service"))?;
+        ensure!(
+            got.trim() == want,
+            "the agent's unit: {property}={got}\njournal:\n{journal}"
+        );
+    }
+    // journalctl ran: it read the journal (no previous boot: its own message) or found nothing
     ensure!(
-        started.success(),
-        "once-from under the unit's sandbox failed: {started:?}\njournal:\n{journal}"
+        !journal.contains("could not read the previous boot's finalization errors")
+            || journal.contains("specified boot"),
+        "journalctl failed under the sandbox:\n{journal}"
     );
+    for (path, mode, contents) in SANDBOX_FILES {
+        let got = vm.run(&format!("stat -c %a {path} && cat {path}"))?;
+        ensure!(
+            got == format!("{mode:o}\n{contents}"),
+            "{path}: {got:?}\njournal:\n{journal}"
+        );
+    }
     ensure!(
-        journal.contains("applied 99-vmtest-sandbox")
-            && journal.contains("reboot needed: not rebooting (--skip-reboot)"),
-        "journal of the unit:\n{journal}"
+        vm.run("readlink -f /usr/local/bin/mco-vmtest-tool")?.trim()
+            == "/var/usrlocal/bin/mco-vmtest-tool"
     );
-    ensure!(vm.run("cat /etc/mco-vmtest/sandbox.conf")? == "sandbox\n");
+    let hook = vm.run("cat /var/lib/mco-vmtest/hook.out")?;
+    ensure!(hook == "post-apply 0 tool\n", "the hook wrote {hook:?}");
     ensure!(
         vm.run("stat -c '%a %U' /var/lib/kubelet/config.json")?
             .trim()
@@ -163,7 +267,23 @@ fn agent_unit_sandbox_lets_it_apply_a_config() -> Result<()> {
         keys.starts_with("core\n") && keys.contains("AAAAC3NzaC1lZDI1NTE5AAAAIHvmtest"),
         "core's keys: {keys}"
     );
+    vm.run("systemctl stop mco-agent.service")?;
     vm.poweroff()
+}
+
+/// The agent unit's journal once it holds `text`; fails after `within` naming what it waited for.
+fn wait_for_agent_journal(vm: &mut Vm, text: &str, within: Duration) -> Result<String> {
+    let t0 = Instant::now();
+    loop {
+        let journal = vm.run("journalctl -b -u mco-agent -o cat --no-pager")?;
+        if journal.contains(text) {
+            return Ok(journal);
+        }
+        if t0.elapsed() > within {
+            bail!("no {text:?} in the agent's journal after {within:?}:\n{journal}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 #[test]
