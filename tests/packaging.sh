@@ -72,13 +72,15 @@ while read -r instruction rest; do
   done
 done < <(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' Containerfile)
 [ ${#sources[@]} -gt 0 ] || fail "Containerfile copies nothing"
-members=$(sed -n '/^members *=/{s/.*\[//; s/\].*//; s/[",]/ /g; p}' Cargo.toml)
+# the members, and the path dependencies outside them (the feature-unification crates)
+members="$(sed -n '/^members *=/{s/.*\[//; s/\].*//; s/[",]/ /g; p}' Cargo.toml)
+  $(sed -n '/^\[workspace.dependencies\]/,/^\[/{s/.*path *= *"\([^"]*\)".*/\1/p}' Cargo.toml)"
 for member in $members; do
   covered=no
   for src in "${sources[@]}"; do
     case "$member/" in "$src"/*) covered=yes ;; esac
     [ "$src" = "$member/Cargo.toml" ] && covered=yes
   done
-  [ $covered = yes ] || fail "Containerfile does not copy workspace member $member"
+  [ $covered = yes ] || fail "Containerfile does not copy workspace member or path dependency $member"
 done
 echo "tests/packaging.sh: Containerfile copies ${#sources[@]} existing paths, every workspace member included"

@@ -17,17 +17,29 @@ logs=target/test-logs
 timings=()
 current=
 declare -A bg_pid=() bg_start=()
+# The CPU time (user and system, whole seconds) of the calling shell's finished children: what a
+# stage cost in CPU beside its wall time (on 2 cores, two stages side by side share 2 s per second).
+cpu_seconds() {
+  local file
+  file=$(mktemp)
+  times >"$file" # a builtin in this shell: in a pipeline or $(...) it would time a subshell
+  awk 'NR == 2 { total = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); total += t[1] * 60 + t[2] }
+    printf "%d\n", total }' "$file"
+  rm -f "$file"
+}
+export -f cpu_seconds
 stage() {
   local name=$1 start=$SECONDS rc=0
   shift
   current=$name
   # errexit off around the pipeline (tee must not hide the status) and on inside the stage
   set +e
-  (set -e; "$@") 2>&1 | tee "$logs/$name.log"
+  ( (set -e; "$@"); rc=$?; cpu_seconds >"$logs/$name.cpu"; exit $rc ) 2>&1 | tee "$logs/$name.log"
   rc=${PIPESTATUS[0]}
   set -e
   [ "$rc" -eq 0 ] || exit "$rc"
-  timings+=("$(printf '%5d s  %s (target/ then: %s)' $((SECONDS - start)) "$name" "$(target_size)")")
+  timings+=("$(printf '%5d s  %5s s CPU  %s (target/ then: %s)' $((SECONDS - start)) \
+    "$(cat "$logs/$name.cpu" 2>/dev/null)" "$name" "$(target_size)")")
   echo "tests/run.sh: stage '$name' took $((SECONDS - start)) s"
   current=
 }
@@ -38,20 +50,20 @@ bg_stage() {
   shift
   rm -f "$logs/$name.status"
   bg_start[$name]=$SECONDS
-  setsid bash -c 'start=$SECONDS; rc=0; "$@" || rc=$?; echo "$rc $((SECONDS - start))" >"$0"; exit $rc' \
+  setsid bash -c 'start=$SECONDS; rc=0; "$@" || rc=$?; cpu_seconds >"$0.cpu"; echo "$rc $((SECONDS - start)) $(cat "$0.cpu")" >"$0"; exit $rc' \
     "$logs/$name.status" "$@" >"$logs/$name.log" 2>&1 </dev/null &
   bg_pid[$name]=$!
   echo "tests/run.sh: stage '$name' started in the background (log: $logs/$name.log)"
 }
 collect() {
-  local name=$1 rc=0 status= took=
+  local name=$1 rc=0 status= took= cpu=
   current=$name
   echo "tests/run.sh: waiting for the background stage '$name' (log: $logs/$name.log)"
   wait "${bg_pid[$name]}" || rc=$?
   unset "bg_pid[$name]"
-  read -r status took <"$logs/$name.status" 2>/dev/null || { status=$rc; took=$((SECONDS - bg_start[$name])); }
-  timings+=("$(printf '%5d s  %s (background, from %d s to %d s; target/ then: %s)' "$took" "$name" \
-    "${bg_start[$name]}" $((bg_start[$name] + took)) "$(target_size)")")
+  read -r status took cpu <"$logs/$name.status" 2>/dev/null || { status=$rc; took=$((SECONDS - bg_start[$name])); }
+  timings+=("$(printf '%5d s  %5s s CPU  %s (background, from %d s to %d s; target/ then: %s)' "$took" \
+    "$cpu" "$name" "${bg_start[$name]}" $((bg_start[$name] + took)) "$(target_size)")")
   echo "tests/run.sh: stage '$name' took $took s (background)"
   [ "$rc" -eq 0 ] || exit "$rc"
   current=
@@ -63,7 +75,8 @@ report_times() {
   done
   echo "tests/run.sh: stage times (wall; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
   printf '  %s\n' "${timings[@]}"
-  echo "  total $SECONDS s"
+  cpu_seconds >"$logs/total.cpu"
+  echo "  total $SECONDS s wall, $(cat "$logs/total.cpu") s CPU (the stages' processes)"
   if [ $rc -ne 0 ]; then
     if [ -n "$current" ] && [ -s "$logs/$current.log" ]; then
       echo "tests/run.sh: the last 60 lines of $logs/$current.log:"
@@ -118,10 +131,17 @@ cargo metadata -q --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/
   echo "tests/run.sh: fuzz/Cargo.lock is stale: run 'cargo metadata --manifest-path fuzz/Cargo.toml' and commit it" >&2
   exit 1; }
 
+# Every build resolves one feature set per dependency (workspace-hack/, docs/testing.md "Build
+# once"): the two generated crates follow the manifests, or each build rebuilds the tree again.
+# Checked beside the lints (it reads the fetched crates offline).
+cargo fetch -q --locked
+bg_stage workspace-hack tests/workspace_hack.py --check
+
 # Formatting and lints first: seconds, where the tiers below take many minutes.
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings
 stage clippy-failpoints cargo clippy -p mco-agent --features failpoints --all-targets -- -D warnings
+collect workspace-hack
 
 # Every debug binary and test, once: the stages below reuse them (nextest, the demo, packaging,
 # the VM suite, the cluster tier). The VM suite gets its own copy of the binaries it installs in
