@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 # Each stage's output goes to its own log, target/test-logs/STAGE.log (a foreground stage's is
 # on the terminal too), and its wall time is printed as it ends and in a table at the end: the
 # whole run has a 30-minute budget on 2 cores (docs/testing.md), and this says where it goes.
-# The fuzzing smoke run (its build niced) runs in the background beside the others, its output
-# in its log only; the VM suite too with MCO_VM_BACKGROUND=1, else it runs last, alone.
+# The fuzzing smoke run (its build niced), the Debian images and the VM suite run in the
+# background beside the others, their output in their logs only (docs/testing.md "Stage times").
 # A failure names the stage and prints its log's tail.
 logs=target/test-logs
 timings=()
@@ -125,6 +125,20 @@ if [ ${#left_out[@]} -gt 0 ]; then
   filter=(-E "not ($joined)")
 fi
 
+# The Debian images: the rootfs the nspawn-tier tests boot (systemd, logind, journald in a
+# container), and the VM suite's kernel, initrd and disks; a no-op when current. Built in the
+# background from here (debootstrap and mkfs wait on the network and the disk while the lints
+# and the build use the cores), collected before the tests that boot them. The tests would
+# build the rootfs themselves, but one at a time under a lock.
+images=()
+[ $skip_nspawn = yes ] || images+=(rootfs)
+[ $skip_vm = yes ] || images=()  # no argument: every image the VM suite boots, the rootfs among them
+build_images=no
+if [ $skip_nspawn = no ] || [ $skip_vm = no ]; then
+  build_images=yes
+  bg_stage images tests/vm/build-image.sh "${images[@]}"
+fi
+
 # The fuzz workspace's lock file follows the main one (a dependency added to a crate the fuzz
 # targets use must be locked there too): checked first, not after 12 minutes of tests.
 cargo metadata -q --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null || {
@@ -161,29 +175,8 @@ build() {
 }
 stage build build
 
-# The Debian images: the rootfs the nspawn-tier tests boot (systemd, logind, journald in a
-# container), and the VM suite's kernel, initrd and disks; a no-op when current. The tests would
-# build the rootfs themselves, but one at a time under a lock.
-images=()
-[ $skip_nspawn = yes ] || images+=(rootfs)
-[ $skip_vm = yes ] || images=()  # no argument: every image the VM suite boots, the rootfs among them
-if [ $skip_nspawn = no ] || [ $skip_vm = no ]; then
-  stage images tests/vm/build-image.sh "${images[@]}"
-fi
+[ $build_images = no ] || collect images
 
-# qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest
-# (tests/vm/README.md), in the background from here on: nothing it needs is built any more.
-if [ $skip_vm = yes ]; then
-  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
-else
-  free_space
-  # MCO_VM_BACKGROUND=1 starts it here, beside the stages below; by default it runs last, alone:
-  # on a loaded 2-core machine the guests, starved by the builds beside them, missed their boot
-  # deadlines (docs/testing.md "Stage times").
-  if [ "${MCO_VM_BACKGROUND:-0}" = 1 ]; then
-    MCO_VM_BIN_DIR=$PWD/target/vm-bin bg_stage vm tests/vm/run.sh
-  fi
-fi
 # Fuzzing smoke run: every fuzz target built on the stable toolchain (niced: it takes what the
 # other stages leave of the cores) and run for 10 s from its seeds (docs/fuzzing.md); a crash,
 # timeout or OOM fails here. Its instrumented build is its own target dir (target/fuzz), kept
@@ -196,35 +189,51 @@ if [ ${#left_out[@]} -gt 0 ]; then
   cargo nextest list --workspace --all-targets --message-format oneline -E "$joined" | sed 's/^/  skipped: /'
 fi
 stage nextest cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
-stage doctests cargo test --workspace --doc
+
+# qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest
+# (tests/vm/README.md). Nothing it needs is built any more (the binaries it installs are
+# target/vm-bin's copies), so it starts here, in the background beside the stages below, which
+# run niced: the guests keep the cores they ask for (starved guests missed their boot deadlines
+# when the builds beside them ran at the same priority), the stages below take the rest. The
+# cargo tests run before it, alone with the fuzzing (niced too). MCO_VM_BACKGROUND=0 runs it
+# last, alone, instead.
+vm_in_background=no
+fg_nice=()
+if [ $skip_vm = yes ]; then
+  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run: the VM suite (tests/vm/run.sh)"
+elif [ "${MCO_VM_BACKGROUND:-1}" = 1 ]; then
+  free_space
+  MCO_VM_BIN_DIR=$PWD/target/vm-bin bg_stage vm tests/vm/run.sh
+  vm_in_background=yes
+  fg_nice=(nice -n 10)
+fi
+stage doctests "${fg_nice[@]}" cargo test --workspace --doc
 # The API docs build without a warning (broken, private or ambiguous intra-doc links): ~15 s warm.
-RUSTDOCFLAGS="-D warnings" stage rustdoc cargo doc -q --workspace --no-deps
+RUSTDOCFLAGS="-D warnings" stage rustdoc "${fg_nice[@]}" cargo doc -q --workspace --no-deps
 # Every relative link of README.md and docs/ names a file (and heading) of the repository.
 stage doc-links tests/doc_links.py
 
 # The README's main job: the companion, the agent and status on a sandbox root (target/demo/).
-demo() { examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; return 1; }; }
+demo() { "${fg_nice[@]}" examples/demo.sh >target/demo.out 2>&1 || { tail -n 40 target/demo.out; return 1; }; }
 stage demo demo
 
 # Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step,
 # and stopped with SIGTERM at every step (it exits at once and converges after the next start).
-stage crash-safety cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-fail-fast
+stage crash-safety "${fg_nice[@]}" cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-fail-fast
 
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
 # policy, RPM built by rpmbuild from the debug binaries and installed, Containerfile inputs, no
 # fake in the shipped binaries. (The spec's from-source %build: tests/packaging-from-source.sh.)
-stage packaging tests/packaging.sh
+stage packaging "${fg_nice[@]}" tests/packaging.sh
 
 collect fuzz
 # MCO_PRUNE=1 (.ci/run): the instrumented build (gigabytes) goes; the corpus stays.
 if [ "${MCO_PRUNE:-0}" = 1 ]; then
   find target/fuzz -mindepth 1 -maxdepth 1 ! -name corpus ! -name artifacts -exec rm -rf {} +
 fi
-if [ $skip_vm = no ]; then
-  if [ "${MCO_VM_BACKGROUND:-0}" = 1 ]; then
-    collect vm
-  else
-    free_space
-    MCO_VM_BIN_DIR=$PWD/target/vm-bin stage vm tests/vm/run.sh
-  fi
+if [ $vm_in_background = yes ]; then
+  collect vm
+elif [ $skip_vm = no ]; then
+  free_space
+  MCO_VM_BIN_DIR=$PWD/target/vm-bin stage vm tests/vm/run.sh
 fi
