@@ -299,3 +299,44 @@ fn the_install_docs_name_every_page_the_rpm_installs() {
         "docs/install.md does not name {missing:?}"
     );
 }
+
+#[test]
+fn hidden_options_are_in_no_page_and_no_completion() {
+    fn hidden(command: &clap::Command, out: &mut BTreeSet<String>) {
+        for arg in command.get_arguments().filter(|a| a.is_hide_set()) {
+            if let Some(long) = arg.get_long() {
+                out.insert(long.to_string());
+            }
+        }
+        for sub in command.get_subcommands() {
+            hidden(sub, out);
+        }
+    }
+    let out = tempfile::tempdir().unwrap();
+    let done = mco_docgen::generate(&pages_dir(), out.path()).unwrap();
+    let mut longs = BTreeSet::new();
+    for program in mco_docgen::programs() {
+        hidden(&program, &mut longs);
+    }
+    // the test timings this was written for are among them
+    for long in [
+        "drain-retry",
+        "health-retry",
+        "boot-id-file",
+        "fleet-lock-retry",
+    ] {
+        assert!(longs.contains(long), "{long} is not hidden");
+    }
+    // a hidden first spelling that is a prefix of a visible one (`--json` of `--json-…`) would
+    // match; none is
+    let files = done.man_pages.iter().chain(&done.completions);
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap().replace("\\-", "-");
+        for long in &longs {
+            let shown = text.match_indices(&format!("--{long}")).any(|(at, m)| {
+                !text[at + m.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+            });
+            assert!(!shown, "{}: --{long} is hidden but shown", file.display());
+        }
+    }
+}

@@ -62,6 +62,7 @@
 //! Errors: [`ParseError`] (every message names the field as a JSON path), [`DecodeError`]
 //! (names the file).
 
+pub mod closest;
 pub mod contents;
 pub mod contents_reader;
 pub mod controller_config;

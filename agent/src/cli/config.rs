@@ -39,6 +39,16 @@ pub fn render(
         let Some(long) = arg.get_long() else { continue };
         let key = long.replace('-', "_");
         let id = arg.get_id().as_str();
+        // a hidden option (test timings, first spellings) is shown only where it was set
+        if arg.is_hide_set()
+            && !from_files.contains(&key)
+            && !matches!(
+                matches.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        {
+            continue;
+        }
         let raw: Option<Vec<String>> = matches
             .get_raw(id)
             .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect());
@@ -87,8 +97,12 @@ pub fn render(
     out
 }
 
-/// Prints what [`render`] made (the parse and the fragments are read by `cli::main`).
-pub fn run(shown: &str) -> Result<ExitCode> {
+/// Prints what [`render`] made (the parse and the fragments are read by `cli::main`), then
+/// runs `start`'s checks of the settings ([`start::Args::check`]): what `start` would refuse
+/// fails here too, with the same error and exit code, after the settings and their origins
+/// are shown.
+pub fn run(shown: &str, args: &start::Args) -> Result<ExitCode> {
     print!("{shown}");
+    args.check()?;
     Ok(ExitCode::SUCCESS)
 }

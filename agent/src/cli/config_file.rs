@@ -11,7 +11,8 @@
 //! `MCO_AGENT_CONFIG_ROOT` (tests) reads them under another directory.
 //!
 //! A fragment that does not parse, an unknown key or a value the option refuses is one error
-//! naming the file, the line and the key, and nothing starts with half a configuration.
+//! naming the file, the line and the key (with the closest known key, or the accepted values),
+//! and nothing starts with half a configuration.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -93,10 +94,15 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
         let line = key_line(text, &key);
         let at = format!("{}:{line}", file.display());
         let Some(arg) = option(start, &key) else {
-            bail!(
-                "{at}: unknown key {key:?} (the keys are the options of `mco-agent start`, with `_` for `-`: {})",
-                keys(start).join(", ")
-            );
+            let known = keys(start);
+            match machine_config::closest::closest(&key, known.iter().map(String::as_str)) {
+                Some(closest) => bail!("{at}: unknown key {key:?} (did you mean {closest}?)"),
+                None => bail!(
+                    "{at}: unknown key {key:?} (the keys are the options of `mco-agent start`, \
+                     with `_` for `-`: {})",
+                    known.join(", ")
+                ),
+            }
         };
         let values = match (&value, arg.get_action()) {
             (toml::Value::Array(items), ArgAction::Append) => items
@@ -124,13 +130,7 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
         if let Err(e) =
             probe.try_get_matches_from_mut(as_arguments(arg.get_action(), long, &values))
         {
-            let why = e.to_string();
-            let why = why
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("error: ");
-            bail!("{at}: {key}: {why}");
+            bail!("{at}: {key}: {}", refusal(&e));
         }
         out.push((
             key,
@@ -142,6 +142,26 @@ fn parse_fragment(file: &Path, text: &str, start: &Command) -> Result<Vec<(Strin
         ));
     }
     Ok(out)
+}
+
+/// What the option's parser refused, in a fragment's terms: the value and what is accepted
+/// (`invalid value 'kubectl' (accepted: agent, controller)`), not clap's `--drain-mode
+/// <DRAIN_MODE>`.
+fn refusal(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(value)) => {
+            format!("invalid value '{value}'{}", super::env::why_invalid(e))
+        }
+        _ => {
+            let text = e.to_string();
+            text.lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_string()
+        }
+    }
 }
 
 /// The command-line arguments that give `long` the values `values`.
@@ -204,11 +224,13 @@ fn is_meta(arg: &clap::Arg) -> bool {
     )
 }
 
-/// Every key a fragment may set.
+/// Every key a fragment may set and the documentation names: the hidden options (test
+/// timings, kept out of `--help`, the man pages and the completions) are accepted but never
+/// listed or suggested.
 pub fn keys(start: &Command) -> Vec<String> {
     start
         .get_arguments()
-        .filter(|a| !is_meta(a))
+        .filter(|a| !is_meta(a) && !a.is_hide_set())
         .filter_map(|a| a.get_long().map(|l| l.replace('-', "_")))
         .collect()
 }

@@ -63,12 +63,8 @@ pub fn unknown(
     let mut unknown: Vec<_> = names
         .filter(|n| n.starts_with("MCO_AGENT_") && !known.contains(n))
         .map(|n| {
-            let closest = known
-                .iter()
-                .map(|k| (strsim::levenshtein(&n, k), k))
-                .filter(|(d, _)| *d <= 3)
-                .min()
-                .map(|(_, k)| k.clone());
+            let closest = machine_config::closest::closest(&n, known.iter().map(String::as_str))
+                .map(str::to_string);
             (n, closest)
         })
         .collect();
@@ -113,13 +109,24 @@ pub fn invalid_value(
     if typed || var(&name).map(|v| v.to_string_lossy() == value.as_str()) != Some(true) {
         return None;
     }
-    let mut message = format!("{name}={value:?}: not a valid value for --{long}");
+    Some(format!(
+        "{name}={value:?}: not a valid value for --{long}{}",
+        why_invalid(e)
+    ))
+}
+
+/// What a clap error about a bad value adds to naming it: the accepted values (` (accepted:
+/// agent, controller)`) or what its parser said (`: expected number at 0`); empty otherwise.
+/// Said the same way for a variable and a configuration fragment.
+pub fn why_invalid(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
     if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
-        message.push_str(&format!(" (accepted: {})", valid.join(", ")));
+        format!(" (accepted: {})", valid.join(", "))
     } else if let Some(source) = std::error::Error::source(e) {
-        message.push_str(&format!(": {source}"));
+        format!(": {source}")
+    } else {
+        String::new()
     }
-    Some(message)
 }
 
 #[cfg(test)]

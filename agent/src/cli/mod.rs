@@ -245,7 +245,9 @@ pub fn run(parsed: Parsed) -> Result<ExitCode> {
         Command::Pivot(args) => pivot::run(&args),
         Command::Gather(args) => gather::run(&args),
         // what `parse` rendered, with the origin of every value
-        Command::Config(config::ConfigCommand::Show(_)) => config::run(shown.unwrap_or_default()),
+        Command::Config(config::ConfigCommand::Show(args)) => {
+            config::run(shown.unwrap_or_default(), &args)
+        }
     }
 }
 

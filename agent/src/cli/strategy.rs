@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::{Exit, exit};
 use machine_config::fleetlock::DEFAULT_GROUP;
@@ -39,7 +39,7 @@ pub struct StrategyArgs {
     pub windows: Vec<Window>,
     /// `periodic`: the windows' time zone: `UTC`, `localtime` (/etc/localtime) or an IANA name
     /// (`Europe/Berlin`); wall-clock times are obeyed across DST changes.
-    #[arg(long, env = "MCO_AGENT_TIME_ZONE", default_value = "UTC")]
+    #[arg(long, env = "MCO_AGENT_TIME_ZONE", default_value = "UTC", value_parser = parse_time_zone)]
     pub time_zone: String,
     /// `periodic`: updates that neither drain nor reboot may run outside the windows.
     #[arg(long, env = "MCO_AGENT_REBOOTLESS_OUTSIDE_WINDOWS")]
@@ -82,6 +82,12 @@ fn parse_window(s: &str) -> Result<Window, String> {
     s.parse()
 }
 
+/// A time zone the windows can be read in (checked where it is given: the command line, the
+/// environment or a fragment's line).
+fn parse_time_zone(s: &str) -> Result<String, String> {
+    crate::strategy::window::time_zone(s).map(|_| s.to_string())
+}
+
 /// What else a strategy needs from `start`: the connection to the config server, the node.
 pub struct StrategyContext<'a> {
     pub config_server: Option<&'a str>,
@@ -93,9 +99,15 @@ pub struct StrategyContext<'a> {
 }
 
 impl StrategyArgs {
-    /// The strategy; a setting that belongs to another strategy, or one missing, is an error
-    /// naming it.
-    pub fn build(&self, ctx: &StrategyContext<'_>) -> Result<Strategy> {
+    /// Refuses a setting that belongs to another strategy, or one missing, naming it; part of
+    /// [`super::start::Args::check`], so `config show` refuses what `start` refuses.
+    /// `config_server`: the `--config-server` (a FleetLock server's default).
+    pub fn check(&self, config_server: Option<&str>) -> Result<()> {
+        self.schedule(config_server).map(drop)
+    }
+
+    /// [`Self::check`], and the periodic strategy's schedule.
+    fn schedule(&self, config_server: Option<&str>) -> Result<Option<Schedule>> {
         let periodic_only =
             !self.windows.is_empty() || self.time_zone != "UTC" || self.rebootless_outside_windows;
         let lock_only = self.fleet_lock_url.is_some()
@@ -113,24 +125,41 @@ impl StrategyArgs {
                 "--fleet-lock-url, --fleet-lock-group and --fleet-lock-id are for --strategy fleet_lock",
             ));
         }
-        let kind = match self.strategy {
-            StrategyName::Immediate => Kind::Immediate,
-            StrategyName::Periodic => Kind::Periodic {
-                schedule: Schedule::new(self.windows.clone(), &self.time_zone).map_err(|e| {
+        match self.strategy {
+            StrategyName::Immediate => Ok(None),
+            StrategyName::Periodic => Schedule::new(self.windows.clone(), &self.time_zone)
+                .map(Some)
+                .map_err(|e| {
                     exit::error(
                         Exit::InvalidInput,
                         format!("--strategy periodic: {e} (--window, --time-zone)"),
                     )
-                })?,
+                }),
+            StrategyName::FleetLock if self.fleet_lock_url.is_none() && config_server.is_none() => {
+                Err(exit::error(
+                    Exit::Usage,
+                    "--strategy fleet_lock needs --fleet-lock-url (or a --config-server, \
+                     where mco-companion serves FleetLock)",
+                ))
+            }
+            StrategyName::FleetLock => Ok(None),
+        }
+    }
+
+    /// The strategy; a setting that belongs to another strategy, or one missing, is an error
+    /// naming it ([`Self::check`]).
+    pub fn build(&self, ctx: &StrategyContext<'_>) -> Result<Strategy> {
+        let schedule = self.schedule(ctx.config_server)?;
+        let kind = match (self.strategy, schedule) {
+            (StrategyName::Immediate, _) => Kind::Immediate,
+            (StrategyName::Periodic, schedule) => Kind::Periodic {
+                schedule: schedule.context("the periodic strategy's schedule")?,
                 rebootless_anytime: self.rebootless_outside_windows,
             },
-            StrategyName::FleetLock => {
+            (StrategyName::FleetLock, _) => {
                 let Some(url) = self.fleet_lock_url.as_deref().or(ctx.config_server) else {
-                    return Err(exit::error(
-                        Exit::Usage,
-                        "--strategy fleet_lock needs --fleet-lock-url (or a --config-server, \
-                         where mco-companion serves FleetLock)",
-                    ));
+                    // refused by `schedule` above
+                    anyhow::bail!("--strategy fleet_lock needs --fleet-lock-url");
                 };
                 let group = self
                     .fleet_lock_group

@@ -12,7 +12,7 @@ use machine_config::MachineConfig;
 
 use super::source::ConfigSource;
 use crate::input::served::{
-    CONFIG_HEADER, check_scheme, fetch, http_client, served_machine_config,
+    CONFIG_HEADER, check_scheme, fetch, http_client, refuse_plain_http, served_machine_config,
 };
 
 /// A config server for one pool.
@@ -39,16 +39,25 @@ impl ConfigServer {
     ) -> Result<Self> {
         let base = base.trim_end_matches('/');
         let url = format!("{base}/config/{pool}");
+        Self::check_args(base, ca, insecure_http)?;
         check_scheme(base, insecure_http)?;
-        if base.starts_with("https://") && ca.is_none() {
-            bail!("an https config server needs --ca (the CA that signs its certificate)");
-        }
         Ok(ConfigServer {
             client: http_client(base, ca, identity)?,
             url,
             node: node.map(str::to_string),
             spill: None,
         })
+    }
+
+    /// What [`Self::new`] refuses of its arguments, without connecting or logging (`start`'s
+    /// checks, which `config show` runs too): plain http without `insecure_http`, https without
+    /// a CA.
+    pub fn check_args(base: &str, ca: Option<&Path>, insecure_http: bool) -> Result<()> {
+        refuse_plain_http(base, insecure_http)?;
+        if base.starts_with("https://") && ca.is_none() {
+            bail!("an https config server needs --ca (the CA that signs its certificate)");
+        }
+        Ok(())
     }
 
     /// Spills a large served MachineConfig into an unnamed private file in `dir` (the agent's

@@ -29,21 +29,28 @@ const MAX_BODY: usize = 64 << 20;
 /// warns: nothing authenticates the server or protects the config on the way, and the config is
 /// what a root daemon writes to the node (files, units, SSH keys, password hashes).
 pub fn check_scheme(url: &str, insecure_http: bool) -> Result<()> {
+    refuse_plain_http(url, insecure_http)?;
     if !url.starts_with("http://") {
         return Ok(());
-    }
-    if !insecure_http {
-        bail!(
-            "{url}: a plain http:// config source is neither authenticated nor encrypted (anyone \
-             on the way can read or change what this node applies); use https:// with --ca, or \
-             pass --insecure-http to accept it"
-        );
     }
     tracing::warn!(
         url,
         "--insecure-http: fetching configs over plain http://, which anyone on the way can read \
          or change"
     );
+    Ok(())
+}
+
+/// [`check_scheme`]'s refusal alone, without its warning (`start`'s checks, which `config
+/// show` runs too).
+pub fn refuse_plain_http(url: &str, insecure_http: bool) -> Result<()> {
+    if url.starts_with("http://") && !insecure_http {
+        bail!(
+            "{url}: a plain http:// config source is neither authenticated nor encrypted (anyone \
+             on the way can read or change what this node applies); use https:// with --ca, or \
+             pass --insecure-http to accept it"
+        );
+    }
     Ok(())
 }
 

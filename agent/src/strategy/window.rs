@@ -107,6 +107,19 @@ pub struct Schedule {
     pub zone_name: String,
 }
 
+/// The time zone `name` names: `UTC` (or `utc`), `localtime` (the system's `/etc/localtime`,
+/// UTC when it does not exist), or an IANA name from the system's time zone database.
+pub fn time_zone(name: &str) -> Result<TimeZone, String> {
+    match name {
+        "UTC" | "utc" => Ok(TimeZone::UTC),
+        "localtime" => {
+            TimeZone::try_system().map_err(|e| format!("time zone localtime (/etc/localtime): {e}"))
+        }
+        name => TimeZone::get(name)
+            .map_err(|e| format!("time zone {name:?} is not in the time zone database: {e}")),
+    }
+}
+
 /// Where a schedule stands at an instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WindowState {
@@ -124,16 +137,9 @@ impl Schedule {
         if windows.is_empty() {
             return Err("the periodic strategy needs at least one window".to_string());
         }
-        let tz = match zone {
-            "UTC" | "utc" => TimeZone::UTC,
-            "localtime" => TimeZone::try_system()
-                .map_err(|e| format!("time zone localtime (/etc/localtime): {e}"))?,
-            name => TimeZone::get(name)
-                .map_err(|e| format!("time zone {name:?} is not in the time zone database: {e}"))?,
-        };
         Ok(Schedule {
             windows,
-            zone: tz,
+            zone: time_zone(zone)?,
             zone_name: zone.to_string(),
         })
     }

@@ -199,16 +199,10 @@ impl Gate<'_> {
     }
 }
 
-/// The field of `fields` closest to `key` when it is close enough to be a typo (an edit or two,
-/// fewer for short names): `overwrte` → `overwrite`, nothing for `colour`.
+/// The field of `fields` closest to `key` when it is close enough to be a typo
+/// ([`crate::closest`]): `overwrte` → `overwrite`, nothing for `colour`.
 fn closest_field(key: &str, fields: &[Field]) -> Option<&'static str> {
-    let limit = (key.chars().count() / 3).clamp(1, 3);
-    fields
-        .iter()
-        .map(|f| (strsim::levenshtein(key, f.name), f.name))
-        .filter(|(distance, _)| *distance <= limit)
-        .min()
-        .map(|(_, name)| name)
+    crate::closest::closest(key, fields.iter().map(|f| f.name))
 }
 
 fn walk(value: &mut Value, shape: &Shape, gate: &Gate, path: &str, report: &mut GateReport) {

@@ -192,3 +192,62 @@ fn windows_come_as_strings_or_as_zincatis_tables() {
         ]
     );
 }
+
+#[test]
+fn a_mistyped_key_names_the_closest_one_and_a_bad_value_the_accepted_ones() {
+    let rows: &[(&str, &str)] = &[
+        (
+            "pool = \"worker\"\npol_interval = \"3s\"\n",
+            ":2: unknown key \"pol_interval\" (did you mean poll_interval?)",
+        ),
+        (
+            "skip_rebot = true\n",
+            ":1: unknown key \"skip_rebot\" (did you mean skip_reboot?)",
+        ),
+        (
+            "\n\ndrain_mode = \"kubectl\"\n",
+            ":3: drain_mode: invalid value 'kubectl' (accepted: agent, controller)",
+        ),
+        (
+            "strategy = \"fleet-lock\"\n",
+            ":1: strategy: invalid value 'fleet-lock' (accepted: immediate, periodic, fleet_lock)",
+        ),
+        (
+            "strategy = \"periodic\"\ntime_zone = \"Mars/Olympus_Mons\"\n",
+            ":2: time_zone: invalid value 'Mars/Olympus_Mons': time zone \"Mars/Olympus_Mons\" is not in the time zone database",
+        ),
+        (
+            "poll_interval = \"forever\"\n",
+            ":1: poll_interval: invalid value 'forever': ",
+        ),
+        // a hidden (test) option is never suggested, nor listed
+        (
+            "drain_retri = \"1s\"\n",
+            ":1: unknown key \"drain_retri\" (the keys are the options of `mco-agent start`",
+        ),
+    ];
+    for (text, want) in rows {
+        let dir = root_with(&[(&format!("{ETC}/50-x.toml"), text)]);
+        let err = format!("{:#}", load(dir.path(), &start()).unwrap_err());
+        assert!(err.contains(&format!("50-x.toml{want}")), "{text:?}: {err}");
+        assert!(!err.contains("<"), "clap's placeholder in {err}");
+    }
+    let dir = root_with(&[(&format!("{ETC}/50-x.toml"), "colour = 1\n")]);
+    let err = format!("{:#}", load(dir.path(), &start()).unwrap_err());
+    for hidden in [
+        "drain_retry",
+        "boot_id_file",
+        "health_retry",
+        "fleet_lock_retry",
+    ] {
+        assert!(!err.contains(hidden), "{hidden} listed in {err}");
+    }
+    assert!(err.contains("poll_interval"), "{err}");
+}
+
+#[test]
+fn a_hidden_option_can_still_be_set_in_a_fragment() {
+    let dir = root_with(&[(&format!("{ETC}/50-x.toml"), "drain_retry = \"1s\"\n")]);
+    let settings = load(dir.path(), &start()).unwrap();
+    assert_eq!(settings["drain_retry"].values, ["1s"]);
+}

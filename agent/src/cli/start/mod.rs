@@ -1,5 +1,6 @@
 //! `mco-agent start`: the daemon (what `mco-agent.service` runs).
 
+mod check;
 mod services;
 
 use std::path::{Path, PathBuf};
@@ -217,13 +218,8 @@ async fn choose_pool(explicit: Option<&str>, api: Option<&dyn NodeApi>) -> Resul
 
 /// The health checks after a reboot: `--health-*`; the kubelet is checked on a node (its
 /// endpoint is the host's) when `--kubelet-healthz-enabled`.
+/// (Their durations are checked by [`Args::check`].)
 fn health_options(args: &Args, live: bool) -> Result<HealthOptions> {
-    if args.health_deadline.is_zero() || args.health_check_timeout.is_zero() {
-        return Err(exit::error(
-            Exit::InvalidInput,
-            "--health-deadline and --health-check-timeout must be longer than 0",
-        ));
-    }
     let kubelet: Option<Arc<dyn KubeletProbe>> = if live && args.metrics.kubelet_healthz_enabled {
         Some(Arc::new(KubeletHealth::new(
             &args.metrics.kubelet_healthz_endpoint,
@@ -270,6 +266,7 @@ const BLOCKING_SHUTDOWN: Duration = Duration::from_millis(500);
 /// Runs the daemon until SIGTERM or SIGINT, which stop it within seconds wherever it is
 /// ([`crate::stop`]).
 pub fn run(args: &Args) -> Result<ExitCode> {
+    args.check()?;
     super::check_writable(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
