@@ -35,6 +35,7 @@ lists "$main" /usr/bin/mco-agent /usr/libexec/mco-firstboot /usr/libexec/mco-sys
   /usr/share/licenses/mco-agent/LICENSE
 lists "$plugin" /usr/bin/kubectl-mco
 lists "$selinux" /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 \
+  /usr/share/selinux/packages/targeted/mco_agent_port.cil \
   /usr/share/selinux/devel/include/distributed/mco_agent.if
 
 # contains WHAT TEXT PATTERN: TEXT has a line matching PATTERN
@@ -51,7 +52,8 @@ contains "needs rpm-ostree" "$(rpm -qp --requires "$main")" '^rpm-ostree$'
 contains "pulls the policy where SELinux is" "$(rpm -qp --requires "$main")" \
   '^\(mco-agent-selinux = .* if selinux-policy-targeted\)$'
 contains "installs the policy module" "$(rpm -qp --scripts "$selinux")" \
-  'semodule .*-s targeted .*-i /usr/share/selinux/packages/targeted/mco_agent.pp.bz2'
+  'semodule .*-s targeted .*-i /usr/share/selinux/packages/targeted/mco_agent.pp.bz2 /usr/share/selinux/packages/targeted/mco_agent_port.cil'
+contains "removes both modules" "$(rpm -qp --scripts "$selinux")" 'semodule .*-s targeted .*-r mco_agent_port mco_agent'
 contains "the module is a bzip2'd policy package" "$(rpm2cpio "$selinux" | cpio -i --to-stdout ./usr/share/selinux/packages/targeted/mco_agent.pp.bz2 2>/dev/null | bzip2 -dc | head -c 4 | od -An -tx1)" \
   '^ 8f ff 7c f9$'
 

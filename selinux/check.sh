@@ -50,7 +50,7 @@ if [ ! -f "$base/.linked" ]; then
   touch "$base/.linked"
 fi
 cp -a "$base/root" "$work/root"
-semodule -p "$work/root" -s default -n -i "$work/out/mco_agent.pp" 2>"$work/link.log" ||
+semodule -p "$work/root" -s default -n -i "$work/out/mco_agent.pp" -i "$HERE/mco_agent_port.cil" 2>"$work/link.log" ||
   { cat "$work/link.log" >&2; fail "mco_agent.pp does not link into the full reference policy"; }
 policy=$(ls "$work"/root/etc/selinux/default/policy/policy.*)
 contexts=$work/root/etc/selinux/default/contexts/files/file_contexts
@@ -89,6 +89,20 @@ expect "keeps its state" 'mco_agent_conf_t:file .*create.*write' -A -s mco_agent
 expect "/run/mco-agent gets its type" 'type_transition mco_agent_t var_run_t:dir mco_agent_runtime_t mco-agent' \
   -T -s mco_agent_t -t var_run_t
 expect "consumes the force file" 'var_run_t:file .*unlink' -A -s mco_agent_t -t var_run_t -c file
+refuse "writes or creates no runtime file of others (the force file is only checked and unlinked)" \
+  -A -s mco_agent_t -t var_run_t -c file -p write,append,create
+expect "keeps its boot-rollback record in /var/lib/mco-agent" 'mco_agent_var_lib_t:file .*create.*write' \
+  -A -s mco_agent_t -t mco_agent_var_lib_t -c file
+expect "/var/lib/mco-agent gets its type" 'type_transition mco_agent_t var_lib_t:dir mco_agent_var_lib_t mco-agent' \
+  -T -s mco_agent_t -t var_lib_t
+refuse "removes or renames no directory under /var/lib" -A -s mco_agent_t -t var_lib_t -c dir -p rmdir,rename,reparent
+expect "writes hooks" 'mco_agent_hook_exec_t:file .*create.*write' -A -s mco_agent_t -t mco_agent_hook_exec_t -c file
+expect "runs hooks in its domain" 'execute_no_trans' -A -s mco_agent_t -t mco_agent_hook_exec_t -c file
+expect "runs each hook in a process group of its own" 'setpgid' -A -s mco_agent_t -t mco_agent_t -c process
+expect "links an O_TMPFILE into place under /var/lib" 'var_lib_t:file .*link' -A -s mco_agent_t -t var_lib_t -c file
+refuse "executes no other file under /etc" -A -s mco_agent_t -t etc_t -c file -p execute
+expect "writes executables an administrator delivers to /usr/local/bin" 'bin_t:file .*create.*write' \
+  -A -s mco_agent_t -t bin_t -c file
 expect "connects to the system bus" 'connectto' -A -s mco_agent_t -t system_dbusd_t -c unix_stream_socket
 expect "talks to systemd over D-Bus" 'send_msg' -A -s mco_agent_t -t init_t -c dbus
 expect "talks to logind over D-Bus" 'send_msg' -A -s mco_agent_t -t systemd_logind_t -c dbus
@@ -120,16 +134,21 @@ expect "runs update-ca-trust from bin" 'execute_no_trans' -A -s mco_agent_t -t b
 expect "looks labels up in file_contexts" 'file_context_t:file .*read' -A -s mco_agent_t -t file_context_t -c file
 expect "validates contexts with the kernel" 'check_context' -A -s mco_agent_t -t security_t -c security
 expect "checks /run/ostree/staged-deployment-locked" 'var_run_t:file .*getattr' -A -s mco_agent_t -t var_run_t -c file
-expect "binds its metrics port" 'name_bind' -A -s mco_agent_t -t unreserved_port_t -c tcp_socket
+expect "binds its metrics port" 'name_bind' -A -s mco_agent_t -t mco_agent_metrics_port_t -c tcp_socket
+refuse "binds no other port" -A -s mco_agent_t -t unreserved_port_t -c tcp_socket -p name_bind
+for port in 8797 8798; do
+  grep -q "tcp $port .*mco_agent_metrics_port_t" <<<"$(seinfo --portcon="$port" "$policy")" ||
+    fail "tcp port $port is not labelled mco_agent_metrics_port_t (mco_agent_port.cil)"
+  checks=$((checks + 1))
+done
 expect "connects to the API and config servers" 'name_connect' -A -s mco_agent_t -t unreserved_port_t -c tcp_socket
-for port in 8797 6443 22623; do
+for port in 6443 22623; do
   grep -q "tcp 1024-65535 .*unreserved_port_t" <<<"$(seinfo --portcon="$port" "$policy")" ||
     fail "tcp port $port is not an unreserved port in this policy"
   checks=$((checks + 1))
 done
 refuse "relabels nothing to a type it has no business with" -A -s mco_agent_t -t security_t -c file -p relabelto
 refuse "labels no file as an executable" -A -s mco_agent_t -t bin_t -c file -p relabelto
-refuse "writes no executables" -A -s mco_agent_t -t bin_t -c file -p write
 refuse "writes no shell" -A -s mco_agent_t -t shell_exec_t -c file -p write
 # a label is set with the file's own SELinux user, as restorecon without -F: no exemption needed
 if seinfo -xa can_change_object_identity "$policy" | grep -qw mco_agent_t; then
@@ -146,6 +165,15 @@ refuse "loads no kernel modules" -A -s mco_agent_t -c system -p module_load
 refuse "loads no SELinux policy" -A -s mco_agent_t -t security_t -c security -p load_policy
 refuse "switches no enforcing mode" -A -s mco_agent_t -t security_t -c security -p setenforce
 refuse "maps no writable memory executable" -A -s mco_agent_t -t mco_agent_t -c process -p execmem
+# capabilities: exactly the CapabilityBoundingSet of the units that run in the domain (rules under
+# a boolean left out: auth_use_nsswitch's net_bind_service when allow_ypbind is on, which the
+# bounding set refuses anyway)
+want=$(sed -n 's/^CapabilityBoundingSet=//p' "$HERE/../units/mco-agent.service" "$HERE/../units/mco-firstboot.service" |
+  tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sort -u | tr '\n' ' ')
+got=$(sesearch -A -s mco_agent_t -c capability "$policy" 2>/dev/null | grep -v '\[ ' | grep -o '{[^}]*}\|capability [a-z_]*;' |
+  tr -d '{};' | sed 's/^capability //' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "capabilities of mco_agent_t: '$got', the units' bounding sets: '$want'"
+checks=$((checks + 1))
 refuse "needs no sys_admin, sys_module or sys_ptrace" -A -s mco_agent_t -t mco_agent_t -c capability -p sys_admin,sys_module,sys_ptrace
 label /usr/bin/mco-agent mco_agent_exec_t
 label /usr/libexec/mco-firstboot mco_agent_exec_t
@@ -159,4 +187,7 @@ label /etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt cert_
 label /etc/systemd/system/kubelet.service systemd_unit_t
 label /home/core/.ssh/authorized_keys.d/ignition ssh_home_t
 label /var/lib/kubelet/config.json var_lib_t
+label /var/lib/mco-agent/boot-rollback.json mco_agent_var_lib_t
+label /etc/mco-agent/hooks.d/post-apply/10-site mco_agent_hook_exec_t
+label /usr/local/bin/site-tool bin_t
 echo "selinux/check.sh: mco_agent.pp links into the reference policy; $checks checks passed"

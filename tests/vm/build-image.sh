@@ -222,9 +222,10 @@ stage_selinux() {
     chroot "$t" apt-get install -y -qq --no-install-recommends $SELINUX_PACKAGES >>"$out/apt.log" 2>&1 ||
     { tail -30 "$out/apt.log" >&2; die "installing $SELINUX_PACKAGES into the guest failed"; }
   "$HERE/../../selinux/build.sh" "$out/module"
-  cp "$out/module/mco_agent.pp" "$t/tmp/"
-  chroot "$t" semodule -n -i /tmp/mco_agent.pp || die "semodule -i mco_agent.pp in the guest failed"
-  rm "$t/tmp/mco_agent.pp"
+  cp "$out/module/mco_agent.pp" "$HERE/../../selinux/mco_agent_port.cil" "$t/tmp/"
+  chroot "$t" semodule -n -i /tmp/mco_agent.pp -i /tmp/mco_agent_port.cil ||
+    die "semodule -i mco_agent.pp mco_agent_port.cil in the guest failed"
+  rm "$t/tmp/mco_agent.pp" "$t/tmp/mco_agent_port.cil"
   sed -i 's/^SELINUX=.*/SELINUX=permissive/; s/^SELINUXTYPE=.*/SELINUXTYPE=default/' \
     "$t/etc/selinux/config"
   umount "$t/proc"
@@ -245,7 +246,7 @@ stage_key() {
     declare -f "stage_$s"
     case $s in kernel) kernel_package; echo "$VM_MODULES" ;; rootfs) echo "$GUEST_PACKAGES" ;;
       initrd) echo "$INITRD_MODULES" ;; disk | ostree) declare -f stage_tree ;;
-      selinux) echo "$SELINUX_PACKAGES"; cat "$HERE"/../../selinux/mco_agent.* ;; esac
+      selinux) echo "$SELINUX_PACKAGES"; cat "$HERE"/../../selinux/mco_agent* ;; esac
     cat "$GUEST"/*
     for d in ${DEPS[$s]}; do cat "$C/$d.key"; done
   } | sha256sum | cut -d' ' -f1

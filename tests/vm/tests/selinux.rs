@@ -12,8 +12,8 @@ use mco_vm_tests::images::workspace_dir;
 use mco_vm_tests::{Disk, Vm};
 use std::time::{Duration, Instant};
 
-/// Files, a unit with a drop-in, core's password hash and SSH key: each kind of path the agent
-/// writes on a node.
+/// Files, a unit with a drop-in, core's password hash and SSH key, an executable in
+/// /usr/local/bin and a post-apply hook that runs it: each kind of path the agent writes on a node.
 const CONFIG: &str = r#"{
   "apiVersion": "machineconfiguration.openshift.io/v1",
   "kind": "MachineConfig",
@@ -26,14 +26,16 @@ const CONFIG: &str = r#"{
     "storage": {"files": [
       {"path": "/etc/mco-vmtest/selinux.conf", "mode": 420, "contents": {"source": "data:,labelled%0A"}},
       {"path": "/etc/ssl/certs/mco-vmtest.pem", "mode": 420, "contents": {"source": "data:,not-a-real-cert%0A"}},
-      {"path": "/var/lib/kubelet/config.json", "mode": 384, "contents": {"source": "data:,%7B%7D%0A"}}]},
+      {"path": "/var/lib/kubelet/config.json", "mode": 384, "contents": {"source": "data:,%7B%7D%0A"}},
+      {"path": "/usr/local/bin/mco-vmtest-tool", "mode": 493, "contents": {"source": "data:,%23%21%2Fbin%2Fsh%0Aecho%20%22tool%20ran%20as%20%24%28id%20-Z%29%22%0A"}},
+      {"path": "/etc/mco-agent/hooks.d/post-apply/10-vmtest", "mode": 493, "contents": {"source": "data:,%23%21%2Fbin%2Fsh%0Aset%20-e%0Amkdir%20-p%20%2Fvar%2Flib%2Fmco-vmtest%0A%2Fusr%2Flocal%2Fbin%2Fmco-vmtest-tool%20%3E%20%2Fvar%2Flib%2Fmco-vmtest%2Fhook.out%0A"}}]},
     "systemd": {"units": [{"name": "mco-vmtest.service", "enabled": true,
       "contents": "[Unit]\nDescription=vmtest\n[Service]\nType=oneshot\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
       "dropins": [{"name": "10-vmtest.conf", "contents": "[Service]\nEnvironment=VMTEST=1\n"}]}]}}}
 }"#;
 
 /// Every path the update writes (or creates on the way), checked against `matchpathcon`.
-const WRITTEN: [&str; 11] = [
+const WRITTEN: [&str; 13] = [
     "/etc/mco-vmtest",
     "/etc/mco-vmtest/selinux.conf",
     "/etc/ssl/certs/mco-vmtest.pem",
@@ -45,6 +47,8 @@ const WRITTEN: [&str; 11] = [
     "/etc/systemd/system/mco-vmtest.service.d/10-vmtest.conf",
     "/etc/systemd/system/multi-user.target.wants/mco-vmtest.service",
     "/etc/machine-config-daemon",
+    "/usr/local/bin/mco-vmtest-tool",
+    "/etc/mco-agent/hooks.d/post-apply/10-vmtest",
 ];
 
 #[test]
@@ -134,6 +138,31 @@ fn selinux_the_agent_runs_confined_labels_what_it_writes_and_is_denied_nothing()
             ));
         }
     }
+    // the hook ran, in the agent's domain, and ran the executable the config delivered
+    let hook = vm.run("cat /var/lib/mco-vmtest/hook.out")?;
+    ensure!(
+        hook.starts_with("tool ran as ") && hook.contains(":mco_agent_t:"),
+        "the post-apply hook: {hook:?}"
+    );
+    for (path, want) in [
+        (
+            "/etc/mco-agent/hooks.d/post-apply/10-vmtest",
+            "mco_agent_hook_exec_t",
+        ),
+        ("/usr/local/bin/mco-vmtest-tool", "bin_t"),
+    ] {
+        let label = vm.run(&format!("stat -c %C {path}"))?;
+        ensure!(label.contains(want), "{path} is {label}, not {want}");
+    }
+    // the agent listens on its metrics port: the policy lets it bind only
+    // mco_agent_metrics_port_t (mco_agent_port.cil labels 8797), so no denial below means the
+    // port has that type (127.0.0.1:8797 is 0100007F:225D in /proc/net/tcp, 0A: listening)
+    let listening = vm.run("grep -c '0100007F:225D 00000000:0000 0A' /proc/net/tcp || true")?;
+    ensure!(
+        listening.trim() == "1",
+        "the agent does not listen on 127.0.0.1:8797:\n{}",
+        vm.run("cat /proc/net/tcp")?
+    );
     let denials = vm.run(
         "journalctl -b -k -o cat --no-pager | grep 'avc:  denied' | grep 'scontext=system_u:system_r:mco_agent_t' || true",
     )?;
