@@ -138,15 +138,9 @@ fn unreconcilable_exits_2_with_the_reason() {
     let old = example("00-worker-base.yaml");
     let (stdout, _, code) = text(&run(&["diff", &old, &bad]));
     assert_eq!(code, 2);
-    let first = stdout.lines().next().unwrap();
-    assert!(
-        first.starts_with("unreconcilable: can't reconcile config 00-worker-base with dirs: "),
-        "{first}"
-    );
-    assert!(
-        first.ends_with("ignition directories section contains changes"),
-        "{first}"
-    );
+    // the short version for people: the section and what in it, one line each
+    insta::assert_snapshot!("unreconcilable_directories", stdout);
+    // the MCD's words where its users grep for them
     let (v, code) = diff_json(&old, &bad, &[]);
     assert_eq!(code, 2);
     assert_eq!(v["reconcilable"], false);
@@ -155,6 +149,33 @@ fn unreconcilable_exits_2_with_the_reason() {
             .as_str()
             .unwrap()
             .ends_with("ignition directories section contains changes")
+    );
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("can't reconcile config 00-worker-base with dirs: ")
+    );
+}
+
+#[test]
+fn kernel_arguments_read_as_added_and_removed() {
+    let (stdout, stderr, code) = text(&run(&[
+        "diff",
+        &example("00-worker-base.yaml"),
+        &example("02-worker-kargs.yaml"),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    insta::assert_snapshot!("kargs_plan", stdout);
+    let (stdout, _, code) = text(&run(&[
+        "diff",
+        &example("02-worker-kargs.yaml"),
+        &example("00-worker-base.yaml"),
+    ]));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("\nkernel arguments: -nosmt -mitigations=auto,nosmt\n"),
+        "{stdout}"
     );
 }
 

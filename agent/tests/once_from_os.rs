@@ -47,9 +47,7 @@ async fn kernel_arguments_go_to_rpm_ostree_and_files_to_the_root() {
     );
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
-        stdout.contains(
-            "OS change staged: kernel arguments: --append=mco.test=1 --append=quoted=\"a b\"\n"
-        ),
+        stdout.contains("OS change staged: kernel arguments: +mco.test=1 +quoted=\"a b\"\n"),
         "{stdout}"
     );
     assert!(

@@ -150,7 +150,7 @@ async fn a_new_image_and_kargs_are_one_rebase_one_kargs_transaction_and_one_rebo
         stdout,
         format!(
             "staged for rendered-worker-1: rebased to {IMAGE}\n\
-             staged for rendered-worker-1: kernel arguments: --append=nosmt --append=mco.first=1 --append=mco.second=\"a b\"\n\
+             staged for rendered-worker-1: kernel arguments: +nosmt +mco.first=1 +mco.second=\"a b\"\n\
              rebooting into rendered-worker-1\n"
         )
     );
@@ -272,7 +272,7 @@ async fn skip_reboot_stages_and_sets_the_file_aside_without_rebooting() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(
         stdout,
-        "staged for rendered-worker-1: kernel arguments: --append=nosmt\n\
+        "staged for rendered-worker-1: kernel arguments: +nosmt\n\
          reboot needed into rendered-worker-1: not rebooting (--skip-reboot)\n"
     );
     assert_eq!(node.transactions(), ["Cleanup", "KernelArgs"]);

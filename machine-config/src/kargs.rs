@@ -53,6 +53,29 @@ pub fn rpm_ostree_argv(old: &[String], new: &[String]) -> Vec<String> {
     deletes.chain(appends).collect()
 }
 
+/// Kernel arguments from `old` to `new` as `+arg -arg` (each entry split as the kernel does):
+/// the arguments added, then those removed; `reordered` when only their order changed, empty
+/// when nothing did.
+pub fn human_change(old: &[String], new: &[String]) -> String {
+    let (old, new) = (split_all(old), split_all(new));
+    let mut left = old.clone();
+    let mut added = Vec::new();
+    for arg in &new {
+        match left.iter().position(|a| a == arg) {
+            Some(at) => {
+                left.remove(at);
+            }
+            None => added.push(format!("+{arg}")),
+        }
+    }
+    let removed = left.iter().map(|a| format!("-{a}"));
+    let words: Vec<String> = added.into_iter().chain(removed).collect();
+    if words.is_empty() && old != new {
+        return "reordered".to_string();
+    }
+    words.join(" ")
+}
+
 /// The expected tokens missing from the node's kernel arguments (`rpm-ostree kargs` output).
 /// Extra arguments on the node are fine. Unlike the MCD, which splits the node's side on bare
 /// whitespace (so a quoted argument containing a space never matches), both sides are split with
@@ -90,6 +113,26 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn kernel_arguments_read_as_plus_and_minus() {
+        let rows: &[(&[&str], &[&str], &str)] = &[
+            (&[], &[], ""),
+            (&["a"], &["a"], ""),
+            (
+                &[],
+                &["nosmt", "mitigations=auto,nosmt"],
+                "+nosmt +mitigations=auto,nosmt",
+            ),
+            (&["a b"], &["b"], "-a"),
+            (&["a", "x=1"], &["x=2", "a"], "+x=2 -x=1"),
+            (&["a", "b"], &["b", "a"], "reordered"),
+            (&["a", "a"], &["a"], "-a"),
+        ];
+        for (old, new, want) in rows {
+            assert_eq!(human_change(&s(old), &s(new)), *want, "{old:?} -> {new:?}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use machine_config::MachineConfig;
 use machine_config::diff::Changes;
 use machine_config::plan::{Plan, PolicyOptions};
 
@@ -103,7 +104,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
         args.output.print(&value)?;
     } else {
-        print_plan(&plan);
+        print_plan(&plan, &old.machine_config, &new.machine_config);
         if plan.reconcilable {
             for line in diff_hooks::describe(&hooks) {
                 println!("{line}");
@@ -119,9 +120,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn print_plan(p: &Plan) {
+fn print_plan(p: &Plan, old: &MachineConfig, new: &MachineConfig) {
     if let Some(reason) = &p.reason {
-        println!("unreconcilable: {reason}");
+        // the short version; the MCD's words are in -o json's reason
+        let mut lines = super::unreconcilable::lines(old, new, reason).into_iter();
+        println!("unreconcilable: {}", lines.next().unwrap_or_default());
+        for line in lines {
+            println!("{line}");
+        }
     } else {
         println!("reconcilable");
     }
@@ -135,7 +141,13 @@ fn print_plan(p: &Plan) {
     if p.kargs.is_empty() {
         println!("kernel arguments: unchanged");
     } else {
-        println!("kernel arguments: rpm-ostree kargs {}", p.kargs.join(" "));
+        println!(
+            "kernel arguments: {}",
+            machine_config::kargs::human_change(
+                &old.spec.kernel_arguments,
+                &new.spec.kernel_arguments
+            )
+        );
     }
     if !p.extensions.install.is_empty() || !p.extensions.uninstall.is_empty() {
         println!(

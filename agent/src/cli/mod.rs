@@ -22,6 +22,7 @@ pub mod rollback;
 pub mod start;
 pub mod status;
 pub mod strategy;
+pub mod unreconcilable;
 pub mod validate;
 
 use std::ffi::OsString;

@@ -92,7 +92,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     // The config is read (fetched) before anything is touched: a bad source changes nothing.
-    let report = runtime.block_on(async {
+    let (report, desired) = runtime.block_on(async {
         let spill = crate::input::spill::state_dir(&args.root);
         let desired = LoadedConfig::load(
             &args.source,
@@ -105,14 +105,32 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         if args.strict {
             desired.refuse_ignored(&args.source).invalid_input()?;
         }
-        once_from(&args.root, &desired, &opts).await
+        let report = once_from(&args.root, &desired, &opts).await?;
+        anyhow::Ok((report, desired))
     })?;
     let mut code = ExitCode::SUCCESS;
     let resumed = report.resumed.iter().map(|u| (u, true));
     for (update, resumed) in resumed.chain(report.update.iter().map(|u| (u, false))) {
         match &update.outcome {
             Outcome::Unreconcilable(reason) => {
-                eprintln!("error: {reason}");
+                // the short version (the MCD's words are the reason annotation's and diff -o json's); a resumed update's
+                // is about configs other than these
+                let short = (!resumed)
+                    .then(|| short_reason(&args.root, &desired, reason))
+                    .flatten();
+                match short {
+                    Some(lines) => {
+                        let mut lines = lines.into_iter();
+                        eprintln!(
+                            "error: unreconcilable: {}",
+                            lines.next().unwrap_or_default()
+                        );
+                        for line in lines {
+                            eprintln!("{line}");
+                        }
+                    }
+                    None => eprintln!("error: {reason}"),
+                }
                 code = Exit::Unreconcilable.into();
             }
             Outcome::Degraded(reason) => {
@@ -131,6 +149,18 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
     }
     Ok(code)
+}
+
+/// The short version of why the config recorded in `root` cannot move to `desired`
+/// ([`super::unreconcilable::lines`]), when one is recorded.
+fn short_reason(root: &Path, desired: &LoadedConfig, reason: &str) -> Option<Vec<String>> {
+    let root = crate::rootfs::Root::open(root).ok()?;
+    let current = crate::input::read_current(&root).ok()??;
+    Some(super::unreconcilable::lines(
+        &current.machine_config,
+        &desired.machine_config,
+        reason,
+    ))
 }
 
 /// A config that cannot be had: fetching it failed ([`Exit::Failed`]), else what was given is
@@ -254,7 +284,7 @@ mod tests {
         };
         let staged = UpdateReport {
             outcome: Outcome::Rebooting,
-            os_changes: vec!["kernel arguments: --append=nosmt".into()],
+            os_changes: vec!["kernel arguments: +nosmt".into()],
             ..UpdateReport::new(EMPTY_CONFIG_NAME, "rendered-2")
         };
         let cases = [
@@ -281,7 +311,7 @@ mod tests {
                 staged,
                 false,
                 "applied rendered-2 to / (first application)\n\
-                 OS change staged: kernel arguments: --append=nosmt\n\
+                 OS change staged: kernel arguments: +nosmt\n\
                  reboot needed: rebooting into rendered-2\n",
             ),
         ];

@@ -136,8 +136,11 @@ pub fn describe(plan: &Plan, old: &MachineConfig, new: &MachineConfig) -> Vec<St
     }
     if !plan.kargs.is_empty() {
         out.push(format!(
-            "kernel arguments: rpm-ostree kargs {}",
-            plan.kargs.join(" ")
+            "kernel arguments: {}",
+            machine_config::kargs::human_change(
+                &old.spec.kernel_arguments,
+                &new.spec.kernel_arguments
+            )
         ));
     }
     if plan.kernel_type {
@@ -243,7 +246,13 @@ pub(crate) async fn stage_changes(
         os.kernel_args(None, &change)
             .await
             .context("changing the kernel arguments")?;
-        done.push(format!("kernel arguments: {}", plan.kargs.join(" ")));
+        done.push(format!(
+            "kernel arguments: {}",
+            machine_config::kargs::human_change(
+                &old.spec.kernel_arguments,
+                &new.spec.kernel_arguments
+            )
+        ));
     }
     failpoint("engine::os-kargs")?;
     if !layering {

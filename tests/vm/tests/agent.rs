@@ -362,7 +362,7 @@ fn agent_once_from_kargs_reboots_into_the_new_arguments() -> Result<()> {
     // reboots the node through logind
     let before = once_from_through_a_reboot(&mut vm, "kargs.json")?;
     ensure!(
-        before.contains("OS change staged: kernel arguments: --append=mco.vmtest=1")
+        before.contains("OS change staged: kernel arguments: +mco.vmtest=1")
             && before.contains("reboot needed: rebooting into 99-vmtest-kargs"),
         "once-from before the reboot:\n{before}"
     );
