@@ -73,8 +73,15 @@ fn rollback_returns_to_the_previous_config_and_refuses_what_it_cannot_do() {
 
     let (stdout, stderr, code) = text(&run(&["rollback", "--root", &root, "--yes"]));
     assert_eq!(code, 0, "{stdout}{stderr}");
+    // an alternate root is never rebooted: nothing promises or asks for a reboot
     assert!(
-        stdout.contains("the OS stays as it is") && stdout.contains("reboot the node to finish"),
+        stdout.contains("the OS stays as it is")
+            && stdout.contains("is an alternate root, never rebooted")
+            && stdout.contains("the agent finishes the rollback at the root's next boot"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("one reboot") && !stdout.contains("reboot the node"),
         "{stdout}"
     );
     assert_eq!(validate(&base, &root), 0, "files back to the base");

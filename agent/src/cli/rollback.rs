@@ -44,10 +44,14 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
     let no_reboot = if args.skip_reboot {
         Some("--skip-reboot".to_string())
     } else if !live {
-        Some("an alternate root is never rebooted".to_string())
+        Some(format!(
+            "{} is an alternate root, never rebooted",
+            args.root.display()
+        ))
     } else {
         None
     };
+    let why_no_reboot = no_reboot.clone();
     let seams = live::connect(
         &args.root,
         &SeamOptions {
@@ -77,7 +81,7 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
         );
         let to = rec.current.name().to_string();
         let report = engine.resume().await;
-        return ended(report.map(|r| r.outcome), &to, &engine);
+        return ended(report.map(|r| r.outcome), &to, &engine, live);
     }
     let plan = engine.rollback_plan()?;
     println!(
@@ -85,22 +89,31 @@ async fn roll_back(args: &Args) -> Result<ExitCode> {
         plan.from.name(),
         plan.to.name()
     );
-    for line in plan.describe() {
+    for line in plan.describe(why_no_reboot.as_deref()) {
         println!("  - {line}");
     }
-    if !args.yes && !confirm()? {
+    if !args.yes && !confirm(why_no_reboot.is_none())? {
         println!("Nothing was changed.");
         return Ok(Exit::NotConfirmed.into());
     }
     let report = engine.roll_back_by_hand(&plan).await;
-    ended(Some(report.outcome), plan.to.name(), &engine)
+    ended(Some(report.outcome), plan.to.name(), &engine, live)
 }
 
 /// What the rollback ended with, said.
-fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode> {
+fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine, live: bool) -> Result<ExitCode> {
     match outcome.unwrap_or(Outcome::Done) {
         Outcome::Rebooting => {
             println!("Rolled back; rebooting into {to}.");
+            Ok(ExitCode::SUCCESS)
+        }
+        // an alternate root is not the node this runs on: nothing to tell it to reboot
+        Outcome::NeedsReboot if !live => {
+            println!(
+                "Rolled back; not rebooted ({}): the agent finishes the rollback at the root's \
+                 next boot.",
+                engine.seams().no_reboot
+            );
             Ok(ExitCode::SUCCESS)
         }
         Outcome::NeedsReboot => {
@@ -115,10 +128,15 @@ fn ended(outcome: Option<Outcome>, to: &str, engine: &Engine) -> Result<ExitCode
     }
 }
 
-/// Asks on the terminal; refuses to guess without one.
-fn confirm() -> Result<bool> {
+/// Asks on the terminal; refuses to guess without one. `reboots`: the rollback reboots the
+/// node (not with `--skip-reboot` or an alternate root, where the question must not promise one).
+fn confirm(reboots: bool) -> Result<bool> {
     super::ask(
-        "Roll back and reboot?",
+        if reboots {
+            "Roll back and reboot?"
+        } else {
+            "Roll back (without a reboot)?"
+        },
         "not rolling back without a terminal to ask on (pass --yes to roll back without asking); \
          nothing was changed",
     )

@@ -43,8 +43,9 @@ pub struct RollbackPlan {
 }
 
 impl RollbackPlan {
-    /// What will be done, one line each.
-    pub fn describe(&self) -> Vec<String> {
+    /// What will be done, one line each; `no_reboot`: why nothing is rebooted (`--skip-reboot`,
+    /// an alternate root), when nothing is.
+    pub fn describe(&self, no_reboot: Option<&str>) -> Vec<String> {
         let mut out = vec![format!(
             "files, units and users from {} back to {}",
             self.from.name(),
@@ -56,7 +57,13 @@ impl RollbackPlan {
             )),
             None => out.push("the OS stays as it is (the last update did not change it)".into()),
         }
-        out.push("one reboot; then the node is Degraded until the desired config changes".into());
+        out.push(match no_reboot {
+            None => "one reboot; then the node is Degraded until the desired config changes".into(),
+            Some(why) => format!(
+                "no reboot ({why}); the rollback is finished by the agent at the next boot of the \
+                 root, then the node is Degraded until the desired config changes"
+            ),
+        });
         out
     }
 }

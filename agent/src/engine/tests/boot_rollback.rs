@@ -253,7 +253,7 @@ async fn rollback_by_hand_returns_to_the_previous_config_and_deployment() {
     assert_eq!(plan.from.name(), "rendered-worker-B");
     assert_eq!(plan.to.name(), "rendered-worker-A");
     assert!(plan.deployment.is_some());
-    assert_eq!(plan.describe().len(), 3);
+    assert_eq!(plan.describe(None).len(), 3);
     let r = engine.roll_back_by_hand(&plan).await;
     assert_eq!(r.outcome, Outcome::Rebooting, "{r:?}");
     assert_eq!(node.read(FILE).as_deref(), Some("a\n"));
