@@ -194,7 +194,7 @@ fn agent_unit_sandbox_lets_it_apply_a_config() -> Result<()> {
             "a config writing {outside} was applied under the sandbox:\n{journal}"
         );
         ensure!(
-            journal.contains(outside) && journal.contains("Read-only file system"),
+            journal.contains(outside) && journal.to_lowercase().contains("read-only file system"),
             "the error does not name {outside} and EROFS:\n{journal}"
         );
         let left = vm.run(&format!(
