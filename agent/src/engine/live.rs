@@ -100,7 +100,14 @@ pub async fn connect(root: &Path, opts: &SeamOptions) -> Result<Seams> {
         seams.packages = Some(Arc::new(RpmQuery::new(root)));
     }
     if opts.live {
-        seams.commands = Some(Arc::new(crate::host::command::ProcessCommands::default()));
+        let commands = crate::host::command::ProcessCommands::default();
+        // as its systemd service the agent is sandboxed: podman runs outside the unit
+        let commands = if crate::host::command::ProcessCommands::in_a_systemd_unit() {
+            commands.outside_the_unit()
+        } else {
+            commands
+        };
+        seams.commands = Some(Arc::new(commands));
     }
     match (&opts.no_reboot, &bus) {
         (Some(why), _) => seams.no_reboot = why.clone(),
