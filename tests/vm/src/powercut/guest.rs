@@ -48,7 +48,9 @@ pub fn prepare(vm: &mut Vm) -> Result<String> {
            > /etc/systemd/journald.conf.d/50-powercut-console.conf\n\
          systemctl restart systemd-journald\n\
          mkdir -p /etc/systemd/system/mco-agent.service.d\n\
-         printf '[Unit]\\nConditionKernelCommandLine=!{HOLD_KARG}\\n' \
+         # the unit's ProtectSystem=strict leaves the share read-only: a paused failpoint\n\
+         # writes its marker there ($FAILPOINTS_PAUSED)\n\
+         printf '[Unit]\\nConditionKernelCommandLine=!{HOLD_KARG}\\n[Service]\\nReadWritePaths={GUEST_SHARE}\\n' \
            > /etc/systemd/system/mco-agent.service.d/50-powercut-hold.conf\n\
          systemctl daemon-reload\n\
          sync\n"
