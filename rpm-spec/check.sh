@@ -96,7 +96,7 @@ shows() {
   done
   checks=$((checks + 1))
 }
-shows mco-agent-start 'mco-agent start [--root]' 'EXIT STATUS' '/etc/mco-agent/config.d/*.toml' \
+shows mco-agent-start 'mco-agent start [--root ROOT]' 'EXIT STATUS' '/etc/mco-agent/config.d/*.toml' \
   'MCO_AGENT_CONFIG_SERVER' 'SEE ALSO'
 shows mco-agent 'mco-agent-config(8)' 'mco-agent-status(8)' 'EXAMPLES'
 shows mco-firstboot '--retry-every' '/etc/ignition-machine-config-encapsulated.json'

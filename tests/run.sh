@@ -219,6 +219,9 @@ stage demo demo
 
 # Crash safety: the agent built with its failpoints, killed with SIGKILL at every update step,
 # and stopped with SIGTERM at every step (it exits at once and converges after the next start).
+# Niced beside the VM suite it gets a fraction of a core: its waits' bounds are tripled
+# (MCO_TEST_TIME_FACTOR, agent/tests/daemon_env), the conditions are the same.
+[ $vm_in_background = no ] || export MCO_TEST_TIME_FACTOR=3
 stage crash-safety "${fg_nice[@]}" cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-fail-fast
 
 # Packaging: units (systemd-analyze verify), SELinux module linked into the full reference
