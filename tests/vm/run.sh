@@ -31,7 +31,7 @@ fi
 # SIGTERM scenarios (agent/tests/stop.rs covers every step without a VM in tests/run.sh), and three
 # harness self-tests that every agent scenario goes through anyway (a boot to multi-user with
 # 9p and host servers, the rpm-ostree stand-in on the system bus, a staged pivot with a kernel
-# argument); they are for working on the harness. The whole test run has a 45-minute budget.
+# argument); they are for working on the harness. The whole test run has a 30-minute budget.
 if [ $# -eq 0 ]; then
   set -- -E 'not test(/^(powercut_full|stop_)/) and not test(/^selftest_(boots_to_multi_user|rpmostree_standin|ostree_staged_pivot)/)'
 fi

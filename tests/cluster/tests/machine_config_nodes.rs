@@ -80,8 +80,24 @@ async fn machine_config_nodes_follow_a_rollout_with_a_drain_and_a_reboot() -> an
         anyhow::ensure!(condition_status(&mcn, "NodeDegraded") == Some("False"));
     }
 
-    // the controller's journal, node by node (companion/src/cluster/progress.rs)
-    let journal = cluster.companion.logs();
+    // the controller's journal, node by node (companion/src/cluster/progress.rs): the
+    // controller logs a node's arrival when its watch sees it, which may come after the
+    // MachineConfigNodes read above
+    let arrivals: Vec<String> = cluster
+        .node_names()
+        .iter()
+        .map(|node| format!("node {node} (pool worker) updated to {next}"))
+        .collect();
+    let deadline = std::time::Instant::now() + secs(30);
+    let journal = loop {
+        let journal = cluster.companion.logs();
+        if arrivals.iter().all(|a| journal.contains(a.as_str()))
+            || std::time::Instant::now() >= deadline
+        {
+            break journal;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     for node in cluster.node_names() {
         let steps = format!("node {node} (pool worker) updating to {next}: ");
         for step in ["UpdatePrepared True", "Drained", "RebootedNode"] {
