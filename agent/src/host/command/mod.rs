@@ -96,7 +96,7 @@ impl ProcessCommands {
     }
 
     /// For the daemon running as its systemd service: the programs that need the host's
-    /// privileges ([`NEED_THE_HOST`]) run as transient services of systemd (`systemd-run
+    /// privileges (podman) run as transient services of systemd (`systemd-run
     /// --pipe --wait`), outside the unit's sandbox, with their output and exit status passed
     /// back as if run here. A program missing from `PATH` still fails to start (the caller's
     /// "not installed").
