@@ -99,6 +99,20 @@ async fn wait_for(timeout: std::time::Duration, what: &str, done: impl Fn() -> b
     }
 }
 
+/// Waits for the node's MachineConfigNode to name `config` as desired.
+async fn mcn_names(node: &Node, config: &str) {
+    wait_for(
+        secs(30),
+        &format!("the MachineConfigNode naming {config}"),
+        || {
+            node.api()
+                .get("machineconfignodes", None, NODE)
+                .is_some_and(|mcn| mcn["spec"]["configVersion"]["desired"] == config)
+        },
+    )
+    .await;
+}
+
 fn config(version: u32) -> String {
     machine_config("00-base", &[(FILE, &format!("base: {version}\n"))], &[])
 }
@@ -157,6 +171,10 @@ async fn the_agent_needs_exactly_the_shipped_node_rules() {
             )))),
         "the bootstrap kubeconfig did not take the rotated CA"
     );
+    // The MachineConfigNode is written by the agent's writer task, after Done: wait for it to
+    // name the first config, so that the change below must patch its spec (a kill before the
+    // writer ran would leave the create to a later agent, with the spec already current).
+    mcn_names(&node, &first).await;
     node.kill_agent().await;
 
     // Without a config server: the rendered config by name from the API, as the MCD reads it.
@@ -205,6 +223,8 @@ async fn the_agent_needs_exactly_the_shipped_node_rules() {
     node.wait_annotations("the second config", secs(30), "Done", Some(&second))
         .await;
     assert_eq!(node.read(FILE).as_deref(), Some("base: 2\n"));
+    // As above: the spec's patch to the second config lands after Done.
+    mcn_names(&node, &second).await;
     node.kill_agent().await;
 
     let user = format!("system:node:{NODE}");
