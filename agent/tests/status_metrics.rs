@@ -384,7 +384,20 @@ async fn status_and_metrics_of_a_running_daemon() {
     assert_eq!(v["unreadable"], serde_json::json!([]));
     assert_eq!(v["agent"]["running"], true, "{v}");
     assert_eq!(v["agent"]["pid"], node.last_agent_pid().unwrap(), "{v}");
-    assert!(v["last_fetch_ms"].as_u64().is_some(), "{v}");
+    // times read as RFC 3339, as kubectl prints them
+    for time in [
+        &v["last_fetch"],
+        &v["status_updated"],
+        &v["agent"]["started"],
+        &v["last_update"]["started"],
+        &v["last_update"]["ended"],
+    ] {
+        let text = time.as_str().unwrap_or_default();
+        assert!(
+            text.ends_with('Z') && humantime::parse_rfc3339(text).is_ok(),
+            "{time} in {v}"
+        );
+    }
     assert_eq!(v["last_error"], Value::Null, "{v}");
     // Without a sysroot to read, the deployments come from rpm-ostree on the bus.
     let v = status_json(&["--root", &root], Some(node.os.bus.address()));

@@ -14,6 +14,7 @@
 //! What cannot be read is said, and the rest is still shown.
 
 pub(crate) mod render;
+mod times;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,20 +71,25 @@ pub struct NodeStatus {
     pub desired_image: Option<String>,
     /// An update is applied but waits for a reboot nobody requested.
     pub needs_reboot: bool,
+    #[serde(serialize_with = "times::last_update")]
     pub last_update: Option<LastUpdate>,
     pub pending: Option<Pending>,
     pub deployments: Option<Deployments>,
     /// The update strategy, its next window, the FleetLock slot, why an update waits (from
     /// the status file; the slot also from the update record).
     pub strategy: Option<StrategyStatus>,
-    /// When the agent last wrote the status file (Unix milliseconds).
+    /// When the agent last wrote the status file (Unix milliseconds; RFC 3339 in the output,
+    /// `status_updated`, as every time there).
+    #[serde(rename = "status_updated", serialize_with = "times::rfc3339_opt")]
     pub status_updated_ms: Option<u64>,
     /// The daemon that keeps the status file, and whether it still runs (`None`: no daemon
     /// wrote the file, or there is none).
     pub agent: Option<AgentState>,
     /// The daemon's last failure to fetch the desired config or to reach the API server.
+    #[serde(serialize_with = "times::last_error")]
     pub last_error: Option<LastError>,
     /// When the daemon last fetched the desired config (Unix milliseconds).
+    #[serde(rename = "last_fetch", serialize_with = "times::rfc3339_opt")]
     pub last_fetch_ms: Option<u64>,
     /// What could not be read, and why.
     pub unreadable: Vec<String>,
@@ -96,6 +102,7 @@ pub struct AgentState {
     /// `Active:`.
     pub running: bool,
     pub pid: u32,
+    #[serde(rename = "started", serialize_with = "times::rfc3339")]
     pub started_ms: u64,
 }
 
@@ -124,6 +131,7 @@ pub struct Pending {
     pub step: String,
     pub reboot: bool,
     pub force: bool,
+    #[serde(rename = "started", serialize_with = "times::rfc3339")]
     pub started_ms: u64,
     pub reason: Option<String>,
     /// The step was entered in this boot; `None` when the boot id cannot be read.

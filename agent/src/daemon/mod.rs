@@ -136,6 +136,11 @@ pub struct Daemon {
 impl Daemon {
     pub fn new(engine: Engine, source: Arc<dyn ConfigSource>, feed: DesiredFeed) -> Self {
         let (drift_tx, drift_rx) = mpsc::channel(16);
+        // Polling, the next poll is a retry too: a failure is retried no later than it.
+        let backoff = match &feed {
+            DesiredFeed::Poll(every) => Backoff::up_to(*every),
+            DesiredFeed::Cluster(_) => Backoff::new(),
+        };
         Daemon {
             engine,
             source,
@@ -143,7 +148,7 @@ impl Daemon {
             drift: None,
             drift_tx,
             drift_rx,
-            backoff: Backoff::new(),
+            backoff,
             retry_at: None,
             desired_name: None,
             desired_image: None,
@@ -298,7 +303,13 @@ impl Daemon {
                     self.on_certificate_note(note).await;
                 }
                 _ = async { poll.as_mut().expect("poll interval").tick().await }, if poll.is_some() => {
-                    self.watched_sync(false).await;
+                    // A scheduled retry (due within one interval, see `Daemon::new`) is the
+                    // next attempt: the log said when, and a poll between would move it.
+                    if self.retry_at.is_none() {
+                        self.watched_sync(false).await;
+                    } else {
+                        worked = false;
+                    }
                 }
                 target = next_desired(&mut self.feed) => {
                     let Some(DesiredTarget { config: name, image }) = target else { break };

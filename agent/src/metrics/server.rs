@@ -69,6 +69,10 @@ pub struct MetricsArgs {
     /// How often the kubelet's health is checked (each check may take as long).
     #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "30s")]
     pub kubelet_healthz_interval: Duration,
+    /// The agent runs without a cluster: a host without a kubelet is not warned about (see
+    /// [`kubelet::monitor`]). Set by `start`, not an option.
+    #[arg(skip)]
+    pub standalone: bool,
 }
 
 impl Default for MetricsArgs {
@@ -82,6 +86,7 @@ impl Default for MetricsArgs {
             kubelet_healthz_enabled: true,
             kubelet_healthz_endpoint: kubelet::DEFAULT_ENDPOINT.to_string(),
             kubelet_healthz_interval: kubelet::DEFAULT_INTERVAL,
+            standalone: false,
         }
     }
 }
@@ -150,6 +155,7 @@ pub async fn start(args: &MetricsArgs, root: &Root) -> Result<MetricsHandle> {
             args.kubelet_healthz_endpoint.clone(),
             args.kubelet_healthz_interval,
             metrics.clone(),
+            args.standalone,
         )));
     }
     Ok(MetricsHandle {

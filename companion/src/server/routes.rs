@@ -21,7 +21,7 @@
 
 use super::{ConfigSource, Peer, PoolRequest, ServeError};
 use crate::negotiate;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -64,23 +64,18 @@ fn answer(
 ) -> Response<Full<Bytes>> {
     let readable = *method == Method::GET || *method == Method::HEAD;
     let path = uri.path();
+    if !readable {
+        return not_allowed(method);
+    }
     if path == "/healthz" {
-        return empty(if readable {
-            StatusCode::OK
-        } else {
-            StatusCode::METHOD_NOT_ALLOWED
-        });
+        return empty(StatusCode::OK);
     }
     let Some(pool) = pool_from_path(path) else {
-        return empty(if readable {
-            StatusCode::NOT_FOUND
-        } else {
-            StatusCode::METHOD_NOT_ALLOWED
-        });
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("no such path {path:?}: this server serves GET /config/<pool> and /healthz"),
+        );
     };
-    if !readable {
-        return empty(StatusCode::METHOD_NOT_ALLOWED);
-    }
     let accept = header_text(headers, ACCEPT.as_str());
     let user_agent = header_text(headers, USER_AGENT.as_str()).unwrap_or_default();
     let claimed = node_identity(uri, headers);
@@ -129,7 +124,7 @@ fn answer(
         Ok(spec) => spec,
         Err(err) => {
             tracing::error!("{err}");
-            return empty(StatusCode::BAD_REQUEST);
+            return text(StatusCode::BAD_REQUEST, err.to_string());
         }
     };
     let request = PoolRequest {
@@ -154,14 +149,33 @@ fn answer(
                 ServeError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             tracing::error!("couldn't get config for pool {:?}: {err}", request.pool);
-            // the MCS answers errors with an empty body; a client naming a config is ours and
-            // gets the reason
-            match request.config {
-                Some(_) => text(status, err.to_string()),
-                _ => empty(status),
+            // The MCS answers with an empty body, which leaves a person with curl guessing;
+            // clients read only the status. An internal failure's details (paths, the API's
+            // answer) stay in the server's log.
+            match err {
+                ServeError::Failed(_) => text(
+                    status,
+                    format!(
+                        "the config of pool {:?} could not be served: the server's log says why",
+                        request.pool
+                    ),
+                ),
+                _ => text(status, err.to_string()),
             }
         }
     }
+}
+
+/// 405 for anything but GET and HEAD, with the `Allow` header HTTP asks for.
+fn not_allowed(method: &Method) -> Response<Full<Bytes>> {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method {method} is not allowed: this server answers GET and HEAD"),
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    response
 }
 
 /// A plain-text answer (the reason of a refusal).

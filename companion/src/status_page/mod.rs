@@ -6,7 +6,7 @@
 //! | `/` | 200 the page ([`html`]), 503 the page naming the API error | 405 |
 //! | `/status.json` | 200 the [`FleetStatus`], 503 the API error (plain text) | 405 |
 //! | `/healthz` | 200, empty | 405 |
-//! | anything else | 404 | 405 |
+//! | anything else | 404, naming the paths served (plain text) | 405, with `Allow` |
 //!
 //! `/status.json` is `kubectl mco status -o json`: the same [`mco_kube::fleet::read`] (pools,
 //! Nodes, MachineConfigNodes, the MCD's events in every namespace) and the same
@@ -27,7 +27,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -175,8 +175,22 @@ pub fn respond(route: Route, read: Option<&Read>, replica: &str) -> Response<Ful
             "the fleet was not read\n".to_string(),
         ),
         (Route::Healthz, _) => empty(StatusCode::OK),
-        (Route::NotFound, _) => empty(StatusCode::NOT_FOUND),
-        (Route::MethodNotAllowed, _) => empty(StatusCode::METHOD_NOT_ALLOWED),
+        (Route::NotFound, _) => with_body(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "no such page: this server serves /, /status.json and /healthz\n".to_string(),
+        ),
+        (Route::MethodNotAllowed, _) => {
+            let mut response = with_body(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain; charset=utf-8",
+                "this server answers GET and HEAD only\n".to_string(),
+            );
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            response
+        }
     }
 }
 

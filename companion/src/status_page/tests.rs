@@ -81,8 +81,20 @@ fn answers_of_reads() {
             "reading the fleet from the API: listing nodes: connection refused",
         ),
         (Route::Healthz, None, 200, "", ""),
-        (Route::NotFound, None, 404, "", ""),
-        (Route::MethodNotAllowed, None, 405, "", ""),
+        (
+            Route::NotFound,
+            None,
+            404,
+            "text/plain; charset=utf-8",
+            "this server serves /, /status.json and /healthz",
+        ),
+        (
+            Route::MethodNotAllowed,
+            None,
+            405,
+            "text/plain; charset=utf-8",
+            "GET and HEAD only",
+        ),
     ];
     for (route, read, status, content_type, piece) in cases {
         let (got, headers, text) = body(respond(route, read, "companion-0"));

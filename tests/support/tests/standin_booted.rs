@@ -153,7 +153,21 @@ async fn locked_finalization_waits_for_finalize_deployment() {
             staged.checksum
         )]
     );
-    assert_eq!(reboots.load(Ordering::SeqCst), 1, "rebooted through logind");
+    // The reboot is asked for on a task of its own, as rpm-ostreed's does not depend on the
+    // client (which has left by now: that closed the transaction, and once lost the reboot).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reboots.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "logind was not asked to reboot within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        reboots.load(Ordering::SeqCst),
+        1,
+        "rebooted once, through logind"
+    );
     assert!(
         !os.status()
             .await

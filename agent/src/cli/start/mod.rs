@@ -477,13 +477,17 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
         .with_policy_source(policy)
         .with_strategy(Arc::new(strategy));
     // Metrics are informational: a port someone else holds does not stop the agent.
-    let metrics = match metrics::start(&args.metrics, engine.root()).await {
+    let metrics_args = MetricsArgs {
+        standalone: api.is_none(),
+        ..args.metrics.clone()
+    };
+    let metrics = match metrics::start(&metrics_args, engine.root()).await {
         Ok(m) => m,
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "metrics are not served");
             let without = MetricsArgs {
                 no_metrics: true,
-                ..args.metrics.clone()
+                ..metrics_args
             };
             metrics::start(&without, engine.root()).await?
         }

@@ -65,6 +65,7 @@ fn call_as(
 #[test]
 fn status_codes() {
     let v32 = "application/vnd.coreos.ignition+json;version=3.2.0, */*;q=0.1";
+    // (method, target, headers, status, the body or, for a refusal, a piece of its reason)
     let rows: Vec<(&str, &str, Headers, StatusCode, &str)> = vec![
         (
             "GET",
@@ -87,34 +88,40 @@ fn status_codes() {
             StatusCode::OK,
             "",
         ),
-        ("GET", "/config/missing", vec![], StatusCode::NOT_FOUND, ""),
+        (
+            "GET",
+            "/config/missing",
+            vec![],
+            StatusCode::NOT_FOUND,
+            "no pool missing",
+        ),
         (
             "GET",
             "/config/broken",
             vec![],
             StatusCode::INTERNAL_SERVER_ERROR,
-            "",
+            "pool \"broken\" could not be served: the server's log says why",
         ),
         (
             "POST",
             "/config/worker",
             vec![],
             StatusCode::METHOD_NOT_ALLOWED,
-            "",
+            "method POST",
         ),
         (
             "PUT",
             "/config/missing",
             vec![],
             StatusCode::METHOD_NOT_ALLOWED,
-            "",
+            "method PUT",
         ),
         (
             "DELETE",
             "/config/worker",
             vec![],
             StatusCode::METHOD_NOT_ALLOWED,
-            "",
+            "GET and HEAD",
         ),
         (
             "GET",
@@ -124,7 +131,7 @@ fn status_codes() {
                 "application/vnd.coreos.ignition+json;version=4.0.0",
             )],
             StatusCode::BAD_REQUEST,
-            "",
+            "4.0.0",
         ),
         ("GET", "/healthz", vec![], StatusCode::OK, ""),
         ("HEAD", "/healthz", vec![], StatusCode::OK, ""),
@@ -133,20 +140,50 @@ fn status_codes() {
             "/healthz",
             vec![],
             StatusCode::METHOD_NOT_ALLOWED,
-            "",
+            "method POST",
         ),
-        ("GET", "/", vec![], StatusCode::NOT_FOUND, ""),
+        (
+            "GET",
+            "/",
+            vec![],
+            StatusCode::NOT_FOUND,
+            "no such path \"/\"",
+        ),
         ("HEAD", "/nope", vec![], StatusCode::NOT_FOUND, ""),
-        ("GET", "/config", vec![], StatusCode::NOT_FOUND, ""),
-        ("GET", "/config/", vec![], StatusCode::NOT_FOUND, ""),
-        ("GET", "/healthz/", vec![], StatusCode::NOT_FOUND, ""),
-        ("PATCH", "/", vec![], StatusCode::METHOD_NOT_ALLOWED, ""),
+        (
+            "GET",
+            "/config",
+            vec![],
+            StatusCode::NOT_FOUND,
+            "GET /config/<pool> and /healthz",
+        ),
+        (
+            "GET",
+            "/config/",
+            vec![],
+            StatusCode::NOT_FOUND,
+            "\"/config/\"",
+        ),
+        (
+            "GET",
+            "/healthz/",
+            vec![],
+            StatusCode::NOT_FOUND,
+            "\"/healthz/\"",
+        ),
+        (
+            "PATCH",
+            "/",
+            vec![],
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method PATCH",
+        ),
         (
             "OPTIONS",
             "/healthz",
             vec![],
             StatusCode::METHOD_NOT_ALLOWED,
-            "",
+            "method OPTIONS",
         ),
         // path.Base semantics and percent-decoding of the pool
         (
@@ -174,23 +211,41 @@ fn status_codes() {
     for (method, target, headers, status, body) in rows {
         let (got, response_headers, got_body) = call(method, target, &headers);
         assert_eq!(got, status, "{method} {target}");
-        assert_eq!(got_body, body, "{method} {target}");
         let length: usize = response_headers[CONTENT_LENGTH]
             .to_str()
             .unwrap()
             .parse()
             .unwrap();
-        if status == StatusCode::OK && target.starts_with("/config/") {
-            assert_eq!(response_headers[CONTENT_TYPE], "application/json");
-            // HEAD announces the length of what GET would send
-            assert_eq!(
-                length,
-                call("GET", target, &headers).2.len(),
-                "{method} {target}"
-            );
+        // HEAD announces the length of what GET would send, and sends nothing
+        let get_body = call("GET", target, &headers).2;
+        if method == "HEAD" {
+            assert_eq!(got_body, "", "{method} {target}");
+        }
+        if status == StatusCode::OK {
+            assert_eq!(got_body, body, "{method} {target}");
         } else {
-            assert_eq!(length, 0, "{method} {target}");
-            assert!(response_headers.get(CONTENT_TYPE).is_none());
+            assert!(got_body.contains(body), "{method} {target}: {got_body:?}");
+        }
+        match (status, target.starts_with("/config/")) {
+            (StatusCode::OK, true) => {
+                assert_eq!(response_headers[CONTENT_TYPE], "application/json");
+                assert_eq!(length, get_body.len(), "{method} {target}");
+            }
+            (StatusCode::OK, false) => assert_eq!(length, 0, "{method} {target}"),
+            _ => {
+                // every refusal says why, to a person with curl too
+                assert_eq!(
+                    response_headers[CONTENT_TYPE], "text/plain; charset=utf-8",
+                    "{method} {target}"
+                );
+                assert!(length > 1, "{method} {target}");
+                if method == "GET" {
+                    assert_eq!(length, got_body.len(), "{method} {target}");
+                }
+            }
+        }
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            assert_eq!(response_headers[ALLOW], "GET, HEAD", "{method} {target}");
         }
     }
 }
@@ -307,7 +362,7 @@ fn a_named_config_is_passed_on_and_its_refusal_explained() {
         (status, body.as_str()),
         (StatusCode::OK, "worker||2.2.0|rendered-worker-1")
     );
-    // an error names what was asked (the MCS's answers without the header stay empty)
+    // an error names what was asked
     let (status, headers, body) = call(
         "GET",
         "/config/worker",
@@ -317,7 +372,10 @@ fn a_named_config_is_passed_on_and_its_refusal_explained() {
     assert!(body.contains("\"rendered-unknown\""), "{body}");
     assert_eq!(headers[CONTENT_TYPE], "text/plain; charset=utf-8");
     let (status, _, body) = call("GET", "/config/missing", &[]);
-    assert_eq!((status, body.as_str()), (StatusCode::NOT_FOUND, ""));
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::NOT_FOUND, "not found: no pool missing\n")
+    );
     let (status, _, body) = call("GET", "/config/worker", &[("x-mco-config", "Not A Name")]);
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("Not A Name"), "{body}");

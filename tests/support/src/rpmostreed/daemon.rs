@@ -238,10 +238,14 @@ impl Shared {
         }
     }
 
-    /// rpm-ostreed reboots the machine for `reboot` options and `FinalizeDeployment`; the
-    /// stand-in asks logind on the same bus.
-    pub(crate) async fn reboot(&self) {
+    /// rpm-ostreed's reboot for `reboot` options and `FinalizeDeployment`: from now on no
+    /// transaction starts, and logind is asked (on the same bus) on a task of its own.
+    pub(crate) fn start_reboot(self: Arc<Self>) {
         self.rebooting.store(true, Ordering::SeqCst);
+        tokio::spawn(async move { self.reboot().await });
+    }
+
+    async fn reboot(&self) {
         tracing::info!("rebooting through logind");
         let res = self
             .bus()

@@ -223,12 +223,17 @@ impl Txn {
             // Like rpm-ostreed, reload the sysroot state before telling clients.
             shared.sysroot_changed().await;
         }
-        self.emit("Finished", &(success, message.as_str())).await;
         if let (Ok(outcome), Some(shared)) = (&result, self.shared.upgrade())
             && outcome.reboot
         {
-            shared.reboot().await;
+            // rpm-ostreed starts the reboot at the end of the job, before `Finished`, and it
+            // does not depend on the client. On a task of its own: the client leaving after
+            // `Finished` closes the transaction, which aborts the task running this, and the
+            // reboot went with it (the crash-safety test waited 180 s for a reboot whose call
+            // was never sent).
+            shared.start_reboot();
         }
+        self.emit("Finished", &(success, message.as_str())).await;
         let weak = Arc::downgrade(self);
         let timer = tokio::spawn(async move {
             tokio::time::sleep(FORCE_CLOSE_AFTER).await;
