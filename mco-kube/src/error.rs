@@ -119,6 +119,18 @@ pub(crate) fn describe(blocked: &[BlockedPod]) -> String {
         .join("; ")
 }
 
+impl ClusterError {
+    /// The error's text without its leading `action: `, for a caller that says the action
+    /// itself (`failed to cordon node n1: timed out`, not `…: cordon node n1: timed out`).
+    pub fn without_action(&self, action: &str) -> String {
+        let text = self.to_string();
+        match text.strip_prefix(action).and_then(|t| t.strip_prefix(": ")) {
+            Some(rest) => rest.to_string(),
+            None => text,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {
     #[error(

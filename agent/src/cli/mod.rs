@@ -33,9 +33,14 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use self::exit::{Classify, Exit};
 
+/// On a terminal, clap's usage errors colour their `error:` label only, as the agent's own
+/// errors do (docs/man/mco-agent.md); the rest of them, and `--help`, is plain text.
+const STYLES: clap::builder::Styles = clap::builder::Styles::plain()
+    .error(clap::builder::styling::AnsiColor::Red.on_default().bold());
+
 /// Node agent for MachineConfigs on ostree-based nodes.
 #[derive(Debug, Parser)]
-#[command(name = "mco-agent", version)]
+#[command(name = "mco-agent", version, styles = STYLES)]
 pub struct Cli {
     /// Say more: `-v` the command's progress and other components' warnings, `-vv` debug
     /// messages (`RUST_LOG` sets any filter). The daemon logs its progress anyway.

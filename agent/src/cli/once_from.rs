@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use machine_config::mco::EMPTY_CONFIG_NAME;
 
+use super::report::{Label, say};
 use super::{Classify, Exit};
 use crate::engine::{Outcome, UpdateReport};
 use crate::input::LoadedConfig;
@@ -121,15 +122,15 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 match short {
                     Some(lines) => {
                         let mut lines = lines.into_iter();
-                        eprintln!(
-                            "error: unreconcilable: {}",
-                            lines.next().unwrap_or_default()
+                        say(
+                            Label::Error,
+                            format!("unreconcilable: {}", lines.next().unwrap_or_default()),
                         );
                         for line in lines {
                             eprintln!("{line}");
                         }
                     }
-                    None => eprintln!("error: {reason}"),
+                    None => say(Label::Error, reason),
                 }
                 code = Exit::Unreconcilable.into();
             }
@@ -139,7 +140,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 } else {
                     ""
                 };
-                eprintln!("error: {}: {reason}{hint}", args.source);
+                say(Label::Error, format!("{}: {reason}{hint}", args.source));
                 code = Exit::NotAsWanted.into();
             }
             _ => print!(

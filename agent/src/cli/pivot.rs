@@ -116,8 +116,10 @@ fn describe(outcome: &PivotOutcome) -> String {
             };
             let mut t = format!("would rebase the OS from {from} to {to}\n");
             if !machine_config::mco::image::pinned_by_digest(to) {
+                // the label coloured on a terminal, as on stderr
+                let warning = super::report::Label::Warning.prefix(super::report::stdout_colour());
                 t.push_str(&format!(
-                    "warning: {to} is not pinned by digest: what it names may change\n"
+                    "{warning} {to} is not pinned by digest: what it names may change\n"
                 ));
             }
             t.push_str(if *reboot {

@@ -71,6 +71,8 @@ pub struct Args {
 
 /// Diagnoses, proposes, and with confirmation acts.
 pub fn run(args: &Args) -> Result<ExitCode> {
+    // it writes to the node once confirmed: said before anything is shown or asked
+    super::check_writable(&args.root)?;
     let root = super::open_root(&args.root)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -130,7 +130,10 @@ impl SysrootReader {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| err(format!("running the sysroot reader {program}: {e}")))?;
+            .map_err(|e| {
+                let e = crate::rootfs::go_error_text(&e);
+                err(format!("running the sysroot reader {program}: {e}"))
+            })?;
         let out = tokio::time::timeout(self.timeout, child.wait_with_output())
             .await
             .map_err(|_| {

@@ -47,7 +47,7 @@ async fn a_missing_helper_is_a_sysroot_error_naming_it() {
     assert_eq!(
         e.to_string(),
         "ostree sysroot /sysroot: running the sysroot reader /nonexistent/mco-sysroot-status: \
-         No such file or directory (os error 2)"
+         no such file or directory"
     );
 }
 

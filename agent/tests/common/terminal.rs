@@ -38,6 +38,15 @@ pub fn redirected(mut command: Command) -> Printed {
 /// it, and returns what the terminal showed (`\r\n` read back as `\n`).
 pub fn on_terminal(mut command: Command, input: &str) -> Printed {
     let pty = nix::pty::openpty(None, None).expect("openpty");
+    // not inherited by what other threads start meanwhile: a slave held open elsewhere would
+    // keep the read below from ending
+    for fd in [&pty.master, &pty.slave] {
+        nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .expect("FD_CLOEXEC on the pty");
+    }
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty"));
     let mut child = command
         .env_remove("NO_COLOR")
@@ -48,7 +57,9 @@ pub fn on_terminal(mut command: Command, input: &str) -> Printed {
         .stderr(slave(&pty.slave))
         .spawn()
         .expect("running mco-agent on a terminal");
-    // only the child holds the terminal now: reading ends (EIO) when it exits
+    // only the child holds the terminal now (the command held copies of it for the child's
+    // stdio): reading ends (EIO) when it exits
+    drop(command);
     drop(pty.slave);
     let mut master = std::fs::File::from(pty.master);
     if !input.is_empty() {
@@ -99,7 +110,9 @@ pub fn without_escapes(text: &str) -> String {
 }
 
 /// `text` with what changes from run to run replaced: each `(path, name)` of `paths` by
-/// `[name]`, RFC 3339 times by `[TIME]`, ages and durations by `[AGE]`.
+/// `[name]`, RFC 3339 times by `[TIME]`, ages and durations by `[AGE]`, the ephemeral ports of
+/// 127.0.0.1 by `[PORT]`, pids by `[PID]`, a size `(N bytes)` by `([SIZE] bytes)` and the agent's version
+/// by `[VERSION]`.
 pub fn normalized(text: &str, paths: &[(&str, &str)]) -> String {
     let mut text = text.to_string();
     for (path, name) in paths {
@@ -111,5 +124,16 @@ pub fn normalized(text: &str, paths: &[(&str, &str)]) -> String {
     let age = regex::Regex::new(r"\b\d+(\.\d+)?(ms|s|m|h|d)( \d+(ms|s|m|h))*( ago)\b").unwrap();
     let text = age.replace_all(&text, "[AGE]$5");
     let took = regex::Regex::new(r"(took|in) \d+(\.\d+)?(ms|s)\b").unwrap();
-    took.replace_all(&text, "$1 [AGE]").into_owned()
+    let text = took.replace_all(&text, "$1 [AGE]");
+    // the ports Linux hands out (32768-60999), not a fixed one such as a default
+    let port = regex::Regex::new(r"\b127\.0\.0\.1:(3[2-9]\d{3}|[4-6]\d{4})\b").unwrap();
+    let text = port.replace_all(&text, "127.0.0.1:[PORT]");
+    let pid = regex::Regex::new(r"\bpid \d+\b").unwrap();
+    let text = pid.replace_all(&text, "pid [PID]");
+    let size = regex::Regex::new(r"\(\d+ bytes\)").unwrap();
+    let text = size.replace_all(&text, "([SIZE] bytes)");
+    text.replace(
+        &format!("mco-agent {}", env!("CARGO_PKG_VERSION")),
+        "mco-agent [VERSION]",
+    )
 }

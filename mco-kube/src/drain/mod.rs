@@ -122,7 +122,8 @@ impl Drainer {
                     self.nodes.patch(&self.node, &params, &patch)
                 })
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                // the error's action is ours: said once, by `fail`
+                .map_err(|e| fail(e.without_action(&action)))?;
                 let now = node.spec.and_then(|s| s.unschedulable).unwrap_or(false);
                 if now == unschedulable {
                     return Ok(());
@@ -298,6 +299,29 @@ mod tests {
             "failed to drain node n1 after 1m 30s: pod apps/web-1: eviction refused by PodDisruptionBudget \"web\" \
              (The disruption budget web needs 2 healthy pods and has 2 currently); \
              pod apps/db-0: evicted but still terminating (finalizers: example.com/hold)"
+        );
+    }
+
+    #[test]
+    fn a_cordon_that_fails_says_its_action_once() {
+        let action = "cordon node n1";
+        let timed_out = crate::ClusterError::Client {
+            action: action.into(),
+            message: "timed out; last error: connection refused".into(),
+        };
+        let err = DrainError::Cordon {
+            verb: "cordon",
+            node: "n1".into(),
+            message: timed_out.without_action(action),
+        };
+        assert_eq!(
+            err.to_string(),
+            "failed to cordon node n1: timed out; last error: connection refused"
+        );
+        // another action's error is kept whole
+        assert_eq!(
+            timed_out.without_action("uncordon node n1"),
+            "cordon node n1: timed out; last error: connection refused"
         );
     }
 }

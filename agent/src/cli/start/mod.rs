@@ -336,7 +336,14 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
                 eviction_kubeconfig = ?options.eviction_kubeconfig,
                 "drains"
             );
-            let api = KubeNodeApi::connect(&options).await?;
+            // a kubeconfig that is missing or malformed is invalid input, as for `drain`
+            let api = KubeNodeApi::connect(&options).await.map_err(|e| {
+                let exit = match e {
+                    crate::cluster::ClusterError::Kubeconfig { .. } => Exit::InvalidInput,
+                    _ => Exit::Failed,
+                };
+                exit::classified(exit, None, e.into())
+            })?;
             kube_client = Some(api.client().clone());
             Some(Arc::new(api))
         }
