@@ -136,10 +136,17 @@ fn unreconcilable_exits_2_with_the_reason() {
     .unwrap();
     let bad = bad.display().to_string();
     let old = example("00-worker-base.yaml");
-    let (stdout, _, code) = text(&run(&["diff", &old, &bad]));
+    let (stdout, stderr, code) = text(&run(&["diff", &old, &bad]));
     assert_eq!(code, 2);
     // the short version for people: the section and what in it, one line each
     insta::assert_snapshot!("unreconcilable_directories", stdout);
+    // what to do: the force file does not help, no override exists for directories
+    assert_eq!(
+        stderr,
+        format!(
+            "hint: a running node refuses this change, even with the force file: fix or revert it in {bad}\n"
+        )
+    );
     // the MCD's words where its users grep for them
     let (v, code) = diff_json(&old, &bad, &[]);
     assert_eq!(code, 2);
@@ -276,4 +283,108 @@ fn unknown_key_names_file_and_path_and_strict_refuses_it() {
         "--strict",
     ]));
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// An Ignition config of `files` (path, mode, contents) written as `NAME.json` in `dir`.
+fn files_config(dir: &std::path::Path, name: &str, files: &[(&str, u32, &[u8])]) -> String {
+    use base64::Engine as _;
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(path, mode, bytes)| {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+            serde_json::json!({"path": path, "mode": mode,
+                "contents": {"source": format!("data:;base64,{b64}")}})
+        })
+        .collect();
+    let path = dir.join(format!("{name}.json"));
+    let ign = serde_json::json!({"ignition": {"version": "3.2.0"}, "storage": {"files": files}});
+    fs::write(&path, ign.to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// Each changed file gets its short hashes; `--show-contents` adds how a plain file changes
+/// (a unified diff, OLD's name against NEW's) and shows none of the bytes of a file others may
+/// not read, of one under /etc/kubernetes or of a binary file.
+#[test]
+fn changed_files_show_hashes_and_with_show_contents_how_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = files_config(
+        dir.path(),
+        "rendered-old",
+        &[
+            (
+                "/etc/plain.conf",
+                0o644,
+                b"one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\n",
+            ),
+            ("/etc/private.conf", 0o600, b"password=OLD-PRIVATE\n"),
+            (
+                "/etc/kubernetes/kubelet.conf",
+                0o644,
+                b"token: OLD-KUBE-TOKEN\n",
+            ),
+            ("/etc/blob.bin", 0o644, b"\xffOLD-BINARY\x00"),
+            ("/etc/mode.conf", 0o644, b"same\n"),
+        ],
+    );
+    let new = files_config(
+        dir.path(),
+        "rendered-new",
+        &[
+            (
+                "/etc/plain.conf",
+                0o644,
+                b"one\ntwo\nthree\nfour\nfive, changed\nsix\nseven\neight\n",
+            ),
+            ("/etc/private.conf", 0o600, b"password=NEW-PRIVATE!\n"),
+            (
+                "/etc/kubernetes/kubelet.conf",
+                0o644,
+                b"token: NEW-KUBE-TOKEN\n",
+            ),
+            ("/etc/blob.bin", 0o644, b"\xfeNEW-BINARY\x00\x01"),
+            ("/etc/mode.conf", 0o755, b"same\n"),
+        ],
+    );
+    let secrets = [
+        "OLD-PRIVATE",
+        "NEW-PRIVATE",
+        "OLD-KUBE-TOKEN",
+        "NEW-KUBE-TOKEN",
+        "OLD-BINARY",
+        "NEW-BINARY",
+    ];
+    let (stdout, stderr, code) = text(&run(&["diff", &old, &new, "--show-contents"]));
+    assert_eq!(code, 0, "{stderr}");
+    insta::assert_snapshot!("show_contents", stdout);
+    for secret in secrets {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{secret} shown:\n{stdout}{stderr}"
+        );
+    }
+
+    // without the option: each changed file's hash line only
+    let (plain, stderr, code) = text(&run(&["diff", &old, &new]));
+    assert_eq!(code, 0, "{stderr}");
+    let kept: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with("  ") || l.starts_with("  rendered-old "))
+        .collect();
+    let plain_lines: Vec<&str> = plain
+        .lines()
+        .filter(|l| !l.starts_with("  ") || l.starts_with("  rendered-old "))
+        .collect();
+    assert_eq!(plain_lines, kept, "{plain}");
+    assert!(
+        plain.contains(
+            "files changed: /etc/private.conf\n  rendered-old 21 bytes, rendered-new 22 bytes (no hash of a file others may not read)\n"
+        ),
+        "{plain}"
+    );
+    assert!(!plain.contains("---") && !plain.contains("@@"), "{plain}");
+
+    // -o json keeps its shape: the two do not go together
+    let (stdout, _, code) = text(&run(&["diff", &old, &new, "--show-contents", "-o", "json"]));
+    assert_eq!((code, stdout.as_str()), (64, ""));
 }

@@ -4,10 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use machine_config::MachineConfig;
 use machine_config::diff::Changes;
 use machine_config::plan::{Plan, PolicyOptions};
+use machine_config::{Config, MachineConfig};
 
+use super::contents::{self, Digest, Sides, Version};
+use super::report::{Label, say};
 use super::{Classify, Exit, diff_hooks};
 use crate::input::LoadedConfig;
 use crate::input::policy::read_policy_file;
@@ -30,6 +32,13 @@ pub struct Args {
     /// `-o json|yaml`: the plan as one object.
     #[command(flatten)]
     pub output: super::output::OutputArgs,
+    /// Under each changed file, show how its contents change: a unified diff of OLD's
+    /// contents against NEW's. A secret is never shown (a file others may not read, one under
+    /// /etc/kubernetes, /var/lib/kubelet or /etc/pki, SSH keys, *.key, *.pem, pull secrets,
+    /// password files, or contents holding a key, a password hash or a credential): only its
+    /// sizes.
+    #[arg(long, conflicts_with_all = ["output", "json"])]
+    pub show_contents: bool,
     /// Run the Ansible playbooks among the hooks the update would run in check mode
     /// (`ansible-playbook --check --diff`) against `--root`, on this machine as the calling
     /// user: they report what they would change. Check mode changes nothing only where the
@@ -104,12 +113,25 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
         args.output.print(&value)?;
     } else {
-        print_plan(&plan, &old.machine_config, &new.machine_config);
+        let names = side_names(args, &old.machine_config, &new.machine_config);
+        let sides = Sides {
+            old: &names.0,
+            new: &names.1,
+            preposition: "in ",
+        };
+        let details = |path: &str| file_lines(&old.ignition, &new.ignition, &sides, path, args);
+        print_plan(&plan, &old.machine_config, &new.machine_config, &details);
         if plan.reconcilable {
             for line in diff_hooks::describe(&hooks) {
                 println!("{line}");
             }
         }
+    }
+    if let Some(reason) = &plan.reason {
+        say(
+            Label::Hint,
+            super::unreconcilable::hint(reason, &args.new.display().to_string()),
+        );
     }
     Ok(if !plan.reconcilable {
         Exit::Unreconcilable.into()
@@ -120,7 +142,60 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn print_plan(p: &Plan, old: &MachineConfig, new: &MachineConfig) {
+/// The names the two sides go by in the lines under a changed file: the configs' names, or
+/// the paths given when both configs have the same name.
+fn side_names(args: &Args, old: &MachineConfig, new: &MachineConfig) -> (String, String) {
+    if old.name() != new.name() {
+        return (old.name().to_string(), new.name().to_string());
+    }
+    (
+        args.old.display().to_string(),
+        args.new.display().to_string(),
+    )
+}
+
+/// The lines under a changed file: its short hashes and sizes on each side and, with
+/// `--show-contents`, how its contents change (never a secret's: [`contents`]).
+fn file_lines<'a>(
+    old: &'a Config,
+    new: &'a Config,
+    sides: &Sides<'_>,
+    path: &str,
+    args: &Args,
+) -> Vec<String> {
+    // the entry that wins, as the plan compares them
+    let find = |c: &'a Config| c.storage.files.iter().rev().find(|f| f.path == path);
+    let (Some(of), Some(nf)) = (find(old), find(new)) else {
+        return Vec::new();
+    };
+    let (om, nm) = (of.mode_or_default(), nf.mode_or_default());
+    let (ob, nb) = match (of.decoded_contents(), nf.decoded_contents()) {
+        (Ok(o), Ok(n)) => (o, n),
+        // the plan decoded NEW's; OLD's may not decode (it is then simply different)
+        (Err(e), _) | (_, Err(e)) => return vec![format!("  {e}")],
+    };
+    let mut out = vec![contents::hash_line(
+        sides,
+        &Digest::of(&ob, om),
+        &Digest::of(&nb, nm),
+    )];
+    if args.show_contents {
+        out.extend(contents::show(
+            path,
+            sides,
+            Version::whole(&ob, om),
+            Version::whole(&nb, nm),
+        ));
+    }
+    out
+}
+
+fn print_plan(
+    p: &Plan,
+    old: &MachineConfig,
+    new: &MachineConfig,
+    file_details: &dyn Fn(&str) -> Vec<String>,
+) {
     if let Some(reason) = &p.reason {
         // the short version; the MCD's words are in -o json's reason
         let mut lines = super::unreconcilable::lines(old, new, reason).into_iter();
@@ -131,8 +206,8 @@ fn print_plan(p: &Plan, old: &MachineConfig, new: &MachineConfig) {
     } else {
         println!("reconcilable");
     }
-    print_changes("files", &p.files);
-    print_changes("units", &p.units);
+    print_changes("files", &p.files, file_details);
+    print_changes("units", &p.units, &|_| Vec::new());
     let yes_no = |b: bool| if b { "changed" } else { "unchanged" };
     println!("passwd: {}", yes_no(p.passwd));
     println!("osImageURL: {}", yes_no(p.os_update));
@@ -168,7 +243,8 @@ fn print_plan(p: &Plan, old: &MachineConfig, new: &MachineConfig) {
     }
 }
 
-fn print_changes(what: &str, c: &Changes) {
+/// `files changed: /etc/x` lines, each changed item followed by its `details`.
+fn print_changes(what: &str, c: &Changes, details: &dyn Fn(&str) -> Vec<String>) {
     if c.is_empty() {
         println!("{what}: unchanged");
         return;
@@ -180,6 +256,11 @@ fn print_changes(what: &str, c: &Changes) {
     ] {
         for item in list {
             println!("{what} {verb}: {item}");
+            if verb == "changed" {
+                for line in details(item) {
+                    println!("{line}");
+                }
+            }
         }
     }
 }

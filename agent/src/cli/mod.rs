@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod config_file;
+pub mod contents;
 pub mod diff;
 pub mod diff_hooks;
 pub mod drain;

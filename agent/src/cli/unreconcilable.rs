@@ -148,6 +148,33 @@ fn changed_items<T: PartialEq>(old: &[T], new: &[T], id: impl Fn(&T) -> String) 
     out
 }
 
+/// The storage sections a `MachineConfiguration`'s `spec.irreconcilableValidationOverrides`
+/// lets change, by the MCD's reason for each.
+const OVERRIDABLE: [(&str, &str); 3] = [
+    ("ignition disks section contains changes", "Disks"),
+    (
+        "ignition filesystems section contains changes",
+        "FileSystems",
+    ),
+    ("ignition raid section contains changes", "Raid"),
+];
+
+/// The `hint:` after an unreconcilable plan of `diff` (NEW is the file `new`): what can be done.
+/// The force file does not help (the agent checks reconcilability whether it is there or not),
+/// and only the storage sections of [`OVERRIDABLE`] have an override.
+pub fn hint(reason: &str, new: &str) -> String {
+    let bare = bare_reason(reason);
+    let mut hint = format!(
+        "a running node refuses this change, even with the force file: fix or revert it in {new}"
+    );
+    if let Some((_, section)) = OVERRIDABLE.iter().find(|(r, _)| bare == *r) {
+        hint.push_str(&format!(
+            ", or allow it with {section} in spec.irreconcilableValidationOverrides.storage of the cluster's MachineConfiguration (here: --policy FILE)"
+        ));
+    }
+    hint
+}
+
 /// A storage entry Ignition names by `key` (`device`, `name`), or its JSON when it has none.
 fn value_id(value: &Value, key: &str) -> String {
     match value.get(key).and_then(Value::as_str) {
@@ -274,6 +301,38 @@ mod tests {
             assert_eq!(lines(&old, &new, &reason).join("\n"), want, "{reason}");
         }
     }
+
+    #[test]
+    fn the_hint_offers_an_override_only_where_there_is_one() {
+        let prefix = "can't reconcile config a with b: configs a, b are not reconcilable: new machineconfig \"a\" is not reconcilable against \"b\": ";
+        let rows = [
+            ("ignition raid section contains changes", Some("Raid")),
+            ("ignition disks section contains changes", Some("Disks")),
+            (
+                "ignition filesystems section contains changes",
+                Some("FileSystems"),
+            ),
+            ("ignition directories section contains changes", None),
+            (FIPS_REASON, None),
+        ];
+        for (rule, section) in rows {
+            let hint = hint(&format!("{prefix}{rule}"), "new.yaml");
+            assert!(
+                hint.starts_with("a running node refuses this change, even with the force file: fix or revert it in new.yaml"),
+                "{hint}"
+            );
+            match section {
+                Some(s) => assert!(
+                    hint.ends_with(&format!(", or allow it with {s} in spec.irreconcilableValidationOverrides.storage of the cluster's MachineConfiguration (here: --policy FILE)")),
+                    "{hint}"
+                ),
+                None => assert!(!hint.contains("irreconcilableValidationOverrides"), "{hint}"),
+            }
+        }
+    }
+
+    const FIPS_REASON: &str =
+        "detected change to FIPS flag; refusing to modify FIPS on a running cluster";
 
     #[test]
     fn a_rule_without_a_section_keeps_the_mcds_words() {

@@ -133,6 +133,16 @@ pub fn text(input: &str) -> (String, Vec<LeftOut>) {
     (out, left)
 }
 
+/// Why `input` must not be shown, when it holds a secret [`text`] would leave out (a private
+/// key, a password hash, a URL's credentials, a registry credential, a bearer token): the first
+/// kind found. `validate --show-contents` and `diff --show-contents` show no such contents.
+pub fn secret_in(input: &str) -> Option<&'static str> {
+    PATTERNS
+        .iter()
+        .find(|p| p.regex.is_match(input))
+        .map(|p| p.why)
+}
+
 fn line_number(at: &str) -> usize {
     at.trim_start_matches("line ").parse().unwrap_or(0)
 }

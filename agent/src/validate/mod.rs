@@ -26,7 +26,9 @@ use crate::rootfs::{FileKind, Opened, Owner, ParentDirs, Root, RootError, go_err
 use crate::units::{OfflineUnits, SYSTEM_UNIT_DIR};
 
 pub use gofmt::{go_file_mode, go_mode_triple, go_quote};
-pub use report::{Facts, Mismatch, MismatchKind, ValidationReport, octal};
+pub use report::{
+    Facts, Mismatch, MismatchKind, ValidationReport, octal, public_digest, sha256_hex,
+};
 use units::check_unit;
 
 /// Files the MCD never validates: the certificate writer owns them and may change them.

@@ -187,12 +187,12 @@ pub fn octal(mode: u32) -> String {
     format!("{mode:04o}")
 }
 
-/// Hex SHA-256.
 /// The digest of a file with permission bits `mode`, only when others may read it.
 pub fn public_digest(mode: u32, digest: impl FnOnce() -> String) -> Option<String> {
     (mode & 0o004 != 0).then(digest)
 }
 
+/// Hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
