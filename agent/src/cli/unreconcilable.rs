@@ -161,7 +161,7 @@ const OVERRIDABLE: [(&str, &str); 3] = [
 
 /// The `hint:` after an unreconcilable plan of `diff` (NEW is the file `new`): what can be done.
 /// The force file does not help (the agent checks reconcilability whether it is there or not),
-/// and only the storage sections of [`OVERRIDABLE`] have an override.
+/// and only the disks, filesystems and raid sections have an override.
 pub fn hint(reason: &str, new: &str) -> String {
     let bare = bare_reason(reason);
     let mut hint = format!(

@@ -118,7 +118,7 @@ pub fn hash_line(sides: &Sides<'_>, old: &Digest, new: &Digest) -> String {
 }
 
 /// The lines (indented by two spaces) that show how `old` and `new`, the contents of `path`,
-/// differ: a unified diff with [`CONTEXT`] lines of context, at most [`MAX_DIFF_LINES`] of it;
+/// differ: a unified diff with 3 lines of context, at most [`MAX_DIFF_LINES`] of it;
 /// or one line saying why there is none (a secret, binary or too large contents).
 pub fn show(path: &str, sides: &Sides<'_>, old: Version<'_>, new: Version<'_>) -> Vec<String> {
     let sizes = sides.sizes(old.size, new.size);
