@@ -9,11 +9,10 @@
 //! not needed, a missed one can stop a node from booting). Then, on an OS of RHEL 9.6 or later,
 //! the OS's own `bootloader-update.service` is started; when it is older or the unit fails,
 //! the new image's `bootupctl update` runs in a privileged container (`systemd-run ... podman
-//! run`), after pulling the image when podman does not hold it. Nothing here ever fails the
-//! update: a failure is the warning `bootloader update failed: …`.
-//!
-//! Not done: upstream's last resort, copying the image's EFI files onto every EFI system
-//! partition by hand when `bootupctl update` fails too.
+//! run`), after pulling the image when podman does not hold it (with the MCO's
+//! `policy-for-old-podman.json` when podman is older than 4.4.1). When `bootupctl update` fails
+//! too, the image's EFI files are copied onto the EFI system partitions by hand ([`efi`]).
+//! Nothing here ever fails the update: a failure is the warning `bootloader update failed: …`.
 
 use std::path::Path;
 
@@ -27,6 +26,12 @@ use machine_config::mco::paths::{KUBELET_PULL_SECRET, MERGED_PULL_SECRET};
 pub const UNIT: &str = "bootloader-update.service";
 /// The proxy settings the MCO writes, given to the container's pull and run.
 const PROXY_ENV: &str = "EnvironmentFile=-/etc/mco/proxy.env";
+/// The signature policy the MCO writes for a podman that cannot read `sigstoreSigned`
+/// requirements (before 4.4.1): the node's policy without them.
+pub const OLD_PODMAN_POLICY: &str = "/etc/machine-config-daemon/policy-for-old-podman.json";
+
+#[path = "bootloader_efi.rs"]
+pub mod efi;
 
 /// What the gates decided (the table tests' rows).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,6 +202,9 @@ async fn run_container(host: &BootloaderHost<'_>, image: &str) -> Result<(), Str
         if let Some(secret) = authfile {
             pull.extend(["--authfile", secret]);
         }
+        if old_podman_policy(host).await {
+            pull.extend(["--signature-policy", OLD_PODMAN_POLICY]);
+        }
         pull.push(image);
         host.commands
             .stdout(&pull)
@@ -210,7 +218,8 @@ async fn run_container(host: &BootloaderHost<'_>, image: &str) -> Result<(), Str
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     );
-    host.commands
+    let updated = host
+        .commands
         .stdout(&[
             "systemd-run",
             "--unit",
@@ -236,10 +245,72 @@ async fn run_container(host: &BootloaderHost<'_>, image: &str) -> Result<(), Str
             "bootupctl",
             "update",
         ])
-        .await
-        .map_err(|e| format!("running bootupctl update from {image}: {e}"))?;
+        .await;
+    if let Err(e) = updated {
+        tracing::warn!(error = %e, "bootupctl update failed; falling back to manual EFI copy");
+        efi::copy(host, image)
+            .await
+            .map_err(|e| format!("bootupctl fallback EFI copy: {e}"))?;
+        tracing::info!(image, "bootupctl: fallback EFI copy completed");
+        return Ok(());
+    }
     tracing::info!(image, "bootloader updated from the new image");
     Ok(())
+}
+
+/// Whether the pull takes [`OLD_PODMAN_POLICY`]: the node has it and podman's API version
+/// (`podman version --format {{.APIVersion}}`, as the MCD reads it) is older than 4.4.1.
+/// Without the file nothing is asked.
+async fn old_podman_policy(host: &BootloaderHost<'_>) -> bool {
+    if host
+        .root
+        .lstat(Path::new(OLD_PODMAN_POLICY))
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        return false;
+    }
+    let version = host
+        .commands
+        .stdout(&["podman", "version", "--format", "{{.APIVersion}}"])
+        .await;
+    match version.as_deref().map(|v| podman_is_older_than_4_4_1(v)) {
+        Ok(Some(old)) => old,
+        // A version that cannot be read counts as old, as in the MCD: the pull then uses the
+        // MCO's policy without sigstoreSigned requirements. An old podman given the node's
+        // policy.json refuses every pull, while the OS image is named by digest, so the
+        // content pulled is the same whichever policy a new podman is given.
+        Ok(None) => {
+            tracing::warn!(version = version.as_deref().unwrap_or(""), "podman's API version is not MAJOR.MINOR.PATCH: taken to be older than 4.4.1");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "podman version failed: podman taken to be older than 4.4.1");
+            true
+        }
+    }
+}
+
+/// Whether `version` (`4.3.1`, `5.3.0-rc1`: semantic versions) is older than 4.4.1, a
+/// pre-release older than its release; `None` when it is not `MAJOR.MINOR.PATCH[-PRE][+BUILD]`.
+pub fn podman_is_older_than_4_4_1(version: &str) -> Option<bool> {
+    let version = version.trim();
+    let version = version.split_once('+').map_or(version, |(v, _)| v);
+    let (core, pre) = match version.split_once('-') {
+        Some((core, pre)) => (core, !pre.is_empty()),
+        None => (version, false),
+    };
+    let mut parts = core.split('.').map(|p| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u64>().ok())
+            .flatten()
+    });
+    let triple = (parts.next()??, parts.next()??, parts.next()??);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(triple < (4, 4, 1) || (triple == (4, 4, 1) && pre))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Programs the agent runs on the host where no D-Bus interface exists: `podman` (is an image
 //! in local container storage, where does that storage live), `mokutil` (is Secure Boot on),
-//! `systemd-run ... podman run ... bootupctl update` and `journalctl` (the previous boot's
+//! `systemd-run ... podman run ... bootupctl update`, the bootloader's EFI copy (`lsblk`,
+//! `findmnt`, `mount`, `cp`, ...) and `journalctl` (the previous boot's
 //! `ostree-finalize-staged.service`). [`ProcessCommands`] runs them; `FakeCommands` (feature
 //! `fakes`) answers from a script, so each decision the MCD makes from their output is one
 //! table row in the callers' tests.
@@ -81,8 +82,13 @@ pub struct ProcessCommands {
 
 /// Programs that cannot run inside the agent's unit sandbox. podman as root without
 /// CAP_SYS_ADMIN takes itself for a rootless user and tries a user namespace, which
-/// `RestrictNamespaces=` refuses: every query fails (exit 1, "cannot write uid_map").
-const NEED_THE_HOST: &[&str] = &["podman"];
+/// `RestrictNamespaces=` refuses: every query fails (exit 1, "cannot write uid_map"). The
+/// bootloader's EFI copy mounts an EFI system partition (CAP_SYS_ADMIN, the host's `/dev`
+/// and mount namespace) and works on it and on a temp directory `podman cp` filled on the host
+/// (`PrivateTmp=` would hide it): every program of it runs on the host.
+const NEED_THE_HOST: &[&str] = &[
+    "podman", "lsblk", "findmnt", "mktemp", "mount", "umount", "find", "cp", "rm", "sync",
+];
 
 /// Properties of the transient service such a program runs in: the proxy settings, as the
 /// MCD's podman gets them.
