@@ -174,6 +174,8 @@ got=$(sesearch -A -s mco_agent_t -c capability "$policy" 2>/dev/null | grep -v '
   tr -d '{};' | sed 's/^capability //' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "capabilities of mco_agent_t: '$got', the units' bounding sets: '$want'"
 checks=$((checks + 1))
+# the bootloader's EFI copy mounts the ESP from a transient service of systemd, never here
+refuse "mounts no EFI system partition (vfat) itself" -A -s mco_agent_t -t dosfs_t -c filesystem -p mount
 refuse "needs no sys_admin, sys_module or sys_ptrace" -A -s mco_agent_t -t mco_agent_t -c capability -p sys_admin,sys_module,sys_ptrace
 label /usr/bin/mco-agent mco_agent_exec_t
 label /usr/libexec/mco-firstboot mco_agent_exec_t

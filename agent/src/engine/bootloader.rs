@@ -275,14 +275,17 @@ async fn old_podman_policy(host: &BootloaderHost<'_>) -> bool {
         .commands
         .stdout(&["podman", "version", "--format", "{{.APIVersion}}"])
         .await;
-    match version.as_deref().map(|v| podman_is_older_than_4_4_1(v)) {
+    match version.as_deref().map(podman_is_older_than_4_4_1) {
         Ok(Some(old)) => old,
         // A version that cannot be read counts as old, as in the MCD: the pull then uses the
         // MCO's policy without sigstoreSigned requirements. An old podman given the node's
         // policy.json refuses every pull, while the OS image is named by digest, so the
         // content pulled is the same whichever policy a new podman is given.
         Ok(None) => {
-            tracing::warn!(version = version.as_deref().unwrap_or(""), "podman's API version is not MAJOR.MINOR.PATCH: taken to be older than 4.4.1");
+            tracing::warn!(
+                version = version.as_deref().unwrap_or(""),
+                "podman's API version is not MAJOR.MINOR.PATCH: taken to be older than 4.4.1"
+            );
             true
         }
         Err(e) => {

@@ -227,8 +227,22 @@ async fn copy_onto_mounted(
     // leaves them behind. Best effort, as upstream: the copy works with them there.
     let esp_efi = format!("{mount_point}/EFI");
     let leftovers = [
-        "find", &esp_efi, "-mindepth", "1", "-maxdepth", "1", "-type", "d", "-name", ".btmp.*",
-        "-print", "-exec", "rm", "-rf", "{}", "+",
+        "find",
+        &esp_efi,
+        "-mindepth",
+        "1",
+        "-maxdepth",
+        "1",
+        "-type",
+        "d",
+        "-name",
+        ".btmp.*",
+        "-print",
+        "-exec",
+        "rm",
+        "-rf",
+        "{}",
+        "+",
     ];
     match commands.stdout(&leftovers).await {
         Ok(removed) => {
@@ -238,14 +252,29 @@ async fn copy_onto_mounted(
         }
         Err(e) => tracing::warn!(error = %e, "bootupd fallback: removing leftover .btmp.* failed"),
     }
-    let sums = ["find", mount_point, "-type", "f", "-exec", "sha256sum", "{}", "+"];
-    let before = commands.stdout(&sums).await.unwrap_or_else(|e| e.to_string());
+    let sums = [
+        "find",
+        mount_point,
+        "-type",
+        "f",
+        "-exec",
+        "sha256sum",
+        "{}",
+        "+",
+    ];
+    let before = commands
+        .stdout(&sums)
+        .await
+        .unwrap_or_else(|e| e.to_string());
     tracing::info!("bootupd fallback [Before {device}]:\n{before}");
     commands
         .stdout(&["cp", "-rp", efi, &format!("{mount_point}/")])
         .await
         .map_err(|e| format!("copying EFI files: {e}"))?;
-    let after = commands.stdout(&sums).await.unwrap_or_else(|e| e.to_string());
+    let after = commands
+        .stdout(&sums)
+        .await
+        .unwrap_or_else(|e| e.to_string());
     tracing::info!("bootupd fallback [After {device}]:\n{after}");
     Ok(())
 }

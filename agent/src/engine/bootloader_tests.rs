@@ -295,7 +295,12 @@ async fn the_pull_takes_the_old_podman_policy_when_podman_is_older_than_4_4_1_an
         ("old podman, file there", Some("4.3.1\n"), true, true),
         ("new podman, file there", Some("5.4.2\n"), true, false),
         ("old podman, no file", Some("4.3.1\n"), false, false),
-        ("version unreadable: old, as upstream", Some("unknown\n"), true, true),
+        (
+            "version unreadable: old, as upstream",
+            Some("unknown\n"),
+            true,
+            true,
+        ),
         ("podman version failing: old, as upstream", None, true, true),
     ];
     for (what, version, file, flag) in rows {
@@ -394,7 +399,12 @@ const NO_ESP: &str = r#"{"blockdevices": [
 #[test]
 fn the_esps_are_chosen_as_the_mcd_chooses_them() {
     let rows: &[(&str, &str, &str, Result<&[&str], &str>)] = &[
-        ("one disk: its ESP", ONE_DISK, "/dev/vda3", Ok(&["/dev/vda2"])),
+        (
+            "one disk: its ESP",
+            ONE_DISK,
+            "/dev/vda3",
+            Ok(&["/dev/vda2"]),
+        ),
         (
             "RAID: the ESP of every member disk, not the other disk's",
             RAID,
@@ -419,8 +429,18 @@ fn the_esps_are_chosen_as_the_mcd_chooses_them() {
             "/dev/sdz1",
             Err("could not find ESP on boot disk containing /dev/sdz1"),
         ),
-        ("no ESP", NO_ESP, "/dev/vda1", Err("no EFI System Partition found")),
-        ("not JSON", "lsblk: unknown column", "/dev/vda1", Err("parsing lsblk output")),
+        (
+            "no ESP",
+            NO_ESP,
+            "/dev/vda1",
+            Err("no EFI System Partition found"),
+        ),
+        (
+            "not JSON",
+            "lsblk: unknown column",
+            "/dev/vda1",
+            Err("parsing lsblk output"),
+        ),
     ];
     for (what, lsblk, boot, want) in rows {
         let got = efi::esp_devices(lsblk, boot);
@@ -432,7 +452,9 @@ fn the_esps_are_chosen_as_the_mcd_chooses_them() {
             }
         }
     }
-    let raid_without_esp = RAID.replace("c12a7328", "00000000").replace("C12A7328", "0");
+    let raid_without_esp = RAID
+        .replace("c12a7328", "00000000")
+        .replace("C12A7328", "0");
     assert_eq!(
         efi::esp_devices(&raid_without_esp, "/dev/md126"),
         Err("no ESP replicas found for RAID device /dev/md126".to_string())
@@ -507,7 +529,9 @@ async fn a_failing_bootupctl_falls_back_to_copying_the_efi_files_and_never_fails
     let copy_onto = |device: &str| -> Vec<String> {
         vec![
             format!("mount {device} {r}/boot/efi"),
-            format!("find {r}/boot/efi/EFI -mindepth 1 -maxdepth 1 -type d -name .btmp.* -print -exec rm -rf {{}} +"),
+            format!(
+                "find {r}/boot/efi/EFI -mindepth 1 -maxdepth 1 -type d -name .btmp.* -print -exec rm -rf {{}} +"
+            ),
             format!("find {r}/boot/efi -type f -exec sha256sum {{}} +"),
             format!("cp -rp {tmp}/EFI {r}/boot/efi/"),
             format!("find {r}/boot/efi -type f -exec sha256sum {{}} +"),
@@ -564,7 +588,11 @@ async fn a_failing_bootupctl_falls_back_to_copying_the_efi_files_and_never_fails
             commands: extracted(node())
                 .ok(&["lsblk"], ONE_DISK)
                 .ok(&["mount"], "")
-                .fails(&["find"], 1, "find: '/boot/efi/EFI': No such file or directory")
+                .fails(
+                    &["find"],
+                    1,
+                    "find: '/boot/efi/EFI': No such file or directory",
+                )
                 .fails(&["cp"], 1, "cp: error writing: No space left on device")
                 .ok(&["umount"], "")
                 .ok(&["rm"], ""),
@@ -607,9 +635,11 @@ async fn a_failing_bootupctl_falls_back_to_copying_the_efi_files_and_never_fails
         },
         EfiRow {
             what: "podman create failing: nothing else runs",
-            commands: node()
-                .ok(&["podman", "rm"], "")
-                .fails(&["podman", "create"], 125, "Error: image not known"),
+            commands: node().ok(&["podman", "rm"], "").fails(
+                &["podman", "create"],
+                125,
+                "Error: image not known",
+            ),
             ran: start(&[])[..2].to_vec(),
             warning: Some("creating container for EFI extraction: podman failed (exit status 125)"),
         },
@@ -646,8 +676,16 @@ async fn a_failing_bootupctl_falls_back_to_copying_the_efi_files_and_never_fails
         );
         match row.warning {
             None => {
-                assert!(log.contains("fallback EFI copy completed"), "{}: {log}", row.what);
-                assert!(!log.contains("bootloader update failed"), "{}: {log}", row.what);
+                assert!(
+                    log.contains("fallback EFI copy completed"),
+                    "{}: {log}",
+                    row.what
+                );
+                assert!(
+                    !log.contains("bootloader update failed"),
+                    "{}: {log}",
+                    row.what
+                );
             }
             Some(want) => {
                 let line = log
