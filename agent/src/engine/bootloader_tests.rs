@@ -396,9 +396,18 @@ const NO_ESP: &str = r#"{"blockdevices": [
   ]}
 ]}"#;
 
+/// One row of the ESP choice: what it shows, lsblk's JSON, /boot's device, the ESPs (or the
+/// start of the error).
+type EspRow = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Result<&'static [&'static str], &'static str>,
+);
+
 #[test]
 fn the_esps_are_chosen_as_the_mcd_chooses_them() {
-    let rows: &[(&str, &str, &str, Result<&[&str], &str>)] = &[
+    let rows: &[EspRow] = &[
         (
             "one disk: its ESP",
             ONE_DISK,
