@@ -37,7 +37,7 @@ pub struct Args {
     /// /etc/kubernetes, /var/lib/kubelet or /etc/pki, SSH keys, *.key, *.pem, pull secrets,
     /// password files, or contents holding a key, a password hash or a credential): only its
     /// sizes.
-    #[arg(long, conflicts_with_all = ["output", "json"])]
+    #[arg(long, conflicts_with = "output")]
     pub show_contents: bool,
     /// Run the Ansible playbooks among the hooks the update would run in check mode
     /// (`ansible-playbook --check --diff`) against `--root`, on this machine as the calling

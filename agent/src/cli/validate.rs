@@ -38,7 +38,7 @@ pub struct Args {
     /// under /etc/kubernetes, /var/lib/kubelet or /etc/pki, SSH keys, *.key, *.pem, pull
     /// secrets, password files, or contents holding a key, a password hash or a credential):
     /// only its sizes.
-    #[arg(long, conflicts_with_all = ["output", "json"])]
+    #[arg(long, conflicts_with = "output")]
     pub show_contents: bool,
 }
 
