@@ -42,6 +42,8 @@ pub const POINTS: &[&str] = &[
     "engine::reboot-recorded",
     "engine::reboot-requested",
     "engine::verifying",
+    // Only in an update that leaves image mode, after its files are written again.
+    "engine::rewritten",
     "engine::rolling-back",
     "engine::rolled-back-files",
     "engine::boot-failed",

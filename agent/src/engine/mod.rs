@@ -28,7 +28,8 @@
 //! | `PostActions` | run the actions again (idempotent), complete |
 //! | `RebootRequested`, same boot | request the reboot again (release the staged deployment, or logind) |
 //! | `RebootRequested`, another boot | verify; but if the deployment from before still runs: stage again (the reboot came before ours was requested, or ours lost the staged deployment to a power cut before it was finalized: then once per update) |
-//! | `Verifying` / `NotTaken` | verify (again) |
+//! | `Verifying` / `NotTaken` | verify (again); an update leaving image mode first writes the files again, once (next row) |
+//! | `RewritingFiles` | write the desired config's files, units and users again (idempotent), then request one more reboot (recorded with it, so the next boot verifies) |
 //! | `RollingBack` | roll back again (idempotent) |
 //! | `BootFailed` | roll the boot back again: the previous deployment the default (skipped when it is already), files re-applied |
 //! | `RebootingBack`, same boot | request the reboot again |

@@ -37,6 +37,15 @@ pub(crate) fn image_mode(old: &MachineConfig, new: &MachineConfig) -> bool {
     layered_image(old).is_some() || layered_image(new).is_some()
 }
 
+/// Whether an update from `old` to `new` leaves image mode: `old` runs a built image, `new`
+/// the rendered config's base image. The built image carried the config's files in its
+/// `/usr/etc`, so ostree's `/etc` merge into the base deployment drops them (they are
+/// unmodified in `/etc`): after the reboot they are written again ([`crate::engine`]'s
+/// `RewritingFiles` step), where the MCD's revert unit writes them.
+pub(crate) fn leaves_image_mode(old: &MachineConfig, new: &MachineConfig) -> bool {
+    layered_image(old).is_some() && layered_image(new).is_none()
+}
+
 /// Whether the OS step runs even though the plan may change nothing in the OS, as the MCD's
 /// `applyOSChanges` decides: on every image-mode update, and on every update to a config with
 /// a kernel other than the default (so its packages are re-applied with the image).

@@ -53,6 +53,12 @@ pub enum Step {
     RebootRequested,
     /// Verifying after the reboot that the OS and files took. Restart: verify again.
     Verifying,
+    /// The update left image mode: booted into the rendered config's base image, whose `/etc`
+    /// lacks the desired config's files the built image carried in its `/usr/etc` (ostree's
+    /// `/etc` merge dropped them), the desired config's files, units and users are written
+    /// again, then one more reboot is requested ([`UpdateRecord::rewrote_after_image_mode`]).
+    /// Restart (in any boot): write them again (idempotent), then reboot.
+    RewritingFiles,
     /// Verification found that the update did not take; the node is Degraded. Restart: verify
     /// again (a later boot may have fixed it). Never rebooted again automatically.
     NotTaken,
@@ -84,6 +90,7 @@ impl Step {
             Step::PostActions => "PostActions",
             Step::RebootRequested => "RebootRequested",
             Step::Verifying => "Verifying",
+            Step::RewritingFiles => "RewritingFiles",
             Step::NotTaken => "NotTaken",
             Step::RollingBack => "RollingBack",
             Step::BootFailed => "BootFailed",
@@ -132,6 +139,12 @@ pub struct UpdateRecord {
     /// finalized). A second such boot is not retried: the node is Degraded (no reboot loops).
     #[serde(default)]
     pub restaged_after_lost_reboot: bool,
+    /// The update left image mode and, after the reboot into the base image, wrote the desired
+    /// config's files, units and users again ([`Step::RewritingFiles`]); recorded with the
+    /// second reboot's request. Set, the next boot verifies as usual: at most one extra reboot
+    /// per update, never a loop.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rewrote_after_image_mode: bool,
     /// A boot rollback started by `mco-agent rollback`, not by the daemon: in the boot it was
     /// started in, only that command drives it (the daemon leaves it alone, so the two never
     /// run the same step at once).
@@ -177,6 +190,7 @@ impl UpdateRecord {
             os_base: None,
             reboot_requested: false,
             restaged_after_lost_reboot: false,
+            rewrote_after_image_mode: false,
             by_hand: false,
             boot_id: boot_id.to_string(),
             started_ms: now_ms(),
@@ -300,6 +314,35 @@ mod tests {
         clear(&root).unwrap();
         assert!(load(&root).unwrap().is_none());
         clear(&root).unwrap();
+    }
+
+    /// A record written before the image-mode rewrite existed (no `rewrote_after_image_mode`)
+    /// loads, the field unset; once set it is kept.
+    #[test]
+    fn a_record_of_the_previous_version_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let mut rec = UpdateRecord::new(
+            MachineConfig::new("a", MachineConfigSpec::default()),
+            MachineConfig::new("b", MachineConfigSpec::default()),
+            Step::RebootRequested,
+            "boot-1",
+        );
+        let mut old = serde_json::to_value(&rec).unwrap();
+        assert!(old.get("rewrote_after_image_mode").is_none(), "{old}");
+        old.as_object_mut().unwrap().remove("rewrote_after_image_mode");
+        root.write_atomic(
+            Path::new(UPDATE_RECORD),
+            old.to_string().as_bytes(),
+            0o600,
+            Owner::ROOT,
+        )
+        .unwrap();
+        assert_eq!(load(&root).unwrap(), Some(rec.clone()));
+        rec.rewrote_after_image_mode = true;
+        rec.step = Step::RewritingFiles;
+        store(&root, &rec).unwrap();
+        assert_eq!(load(&root).unwrap(), Some(rec));
     }
 
     #[test]

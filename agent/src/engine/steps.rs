@@ -12,6 +12,7 @@ mod after_changes;
 mod complete;
 mod drain;
 mod os_step;
+mod rewrite;
 mod undo;
 mod write;
 
@@ -187,7 +188,11 @@ impl Engine {
             },
             Step::RebootRequested if rec.boot_id != self.boot_id => Next::Step(Step::Verifying),
             Step::RebootRequested => self.request_reboot(rec, ctx).await,
+            Step::Verifying | Step::NotTaken if self.rewrites_after_image_mode(rec).await => {
+                Next::Step(Step::RewritingFiles)
+            }
             Step::Verifying | Step::NotTaken => self.verify(rec, ctx).await,
+            Step::RewritingFiles => self.rewrite_after_image_mode(rec, ctx).await,
             Step::RollingBack => self.roll_back(rec, ctx).await,
             Step::BootFailed => self.roll_back_boot(rec, ctx).await,
             Step::RebootingBack if rec.boot_id != self.boot_id => self.rolled_back(rec, ctx).await,

@@ -11,8 +11,8 @@ use anyhow::{Result, bail};
 
 use super::record::Step;
 use Step::{
-    BootFailed, Draining, NotTaken, Os, PostActions, RebootRequested, RebootingBack, RollingBack,
-    Verifying, Writing,
+    BootFailed, Draining, NotTaken, Os, PostActions, RebootRequested, RebootingBack,
+    RewritingFiles, RollingBack, Verifying, Writing,
 };
 
 /// One allowed change of the recorded step.
@@ -126,6 +126,22 @@ pub const TRANSITIONS: &[Transition] = &[
     t(Some(Verifying), Some(RollingBack), "re-targeted"),
     t(
         Some(Verifying),
+        Some(RewritingFiles),
+        "the update leaves image mode and the node runs the base image: the files the `/etc` merge dropped are written again (once per update)",
+    ),
+    t(
+        Some(RewritingFiles),
+        Some(RebootRequested),
+        "written again: one more reboot, so that every service starts with its files",
+    ),
+    t(
+        Some(RewritingFiles),
+        Some(NotTaken),
+        "writing them again failed (Degraded; the next try writes again)",
+    ),
+    t(Some(RewritingFiles), Some(RollingBack), "re-targeted"),
+    t(
+        Some(Verifying),
         Some(BootFailed),
         "booted as planned, but a health check did not pass within the deadline",
     ),
@@ -138,6 +154,11 @@ pub const TRANSITIONS: &[Transition] = &[
         Some(NotTaken),
         Some(NotTaken),
         "verified again, still not taken",
+    ),
+    t(
+        Some(NotTaken),
+        Some(RewritingFiles),
+        "tried again after writing the files again failed (still not written again)",
     ),
     t(
         Some(NotTaken),

@@ -6,7 +6,9 @@
 use anyhow::{Context, Result};
 
 use super::{Ctx, applied};
-use crate::apply::{ApplyOptions, apply};
+use machine_config::Config;
+
+use crate::apply::{ApplyOptions, ApplyOutcome, apply};
 use crate::engine::record::UpdateRecord;
 use crate::engine::{Engine, backups};
 use crate::failpoints::failpoint;
@@ -28,27 +30,41 @@ impl Engine {
         failpoint("engine::writing")?;
         crate::os::tuning::read(&self.root)?; // (a malformed file fails before any change)
         backups::restore_stamps(&self.root, rec)?;
+        let outcome = self
+            .apply_desired(rec, &ctx.current_ign, &ctx.desired_ign, rec.force)
+            .await?;
+        ctx.report.applied = Some(outcome);
+        failpoint("engine::written")
+    }
+
+    /// Writes `desired` over `current` (files, units, users) as the update's writes do, then
+    /// syncs: the next record says the writes are done, so everything they made must be on
+    /// disk first, also what the agent's own fsyncs do not cover (the links systemd makes for
+    /// unit enablement on a live node). `write_all`: every unit and the users rewritten.
+    pub(super) async fn apply_desired(
+        &self,
+        rec: &UpdateRecord,
+        current: &Config,
+        desired: &Config,
+        write_all: bool,
+    ) -> Result<ApplyOutcome> {
         let options = ApplyOptions {
             field_prefix: self.opts.field_prefix,
-            write_all: rec.force,
+            write_all,
             first_application: rec.first_application,
             skip_certificate_write: self.opts.skip_certificate_write,
         };
         let offline = OfflineUnits::new(&self.root);
         let outcome = apply(
             &self.root,
-            &ctx.current_ign,
-            &ctx.desired_ign,
+            current,
+            desired,
             &options,
             self.with_units(&offline),
         )
         .await
         .with_context(|| format!("applying {}", rec.desired.name()))?;
-        ctx.report.applied = Some(outcome);
-        // The next record says the writes are done: everything they made must be on disk first,
-        // also what the agent's own fsyncs do not cover (the links systemd makes for unit
-        // enablement on a live node).
         self.root.sync().context("syncing what the update wrote")?;
-        failpoint("engine::written")
+        Ok(outcome)
     }
 }

@@ -6,6 +6,7 @@ mod backups;
 mod boot_rollback;
 mod boot_rollback_etc;
 mod hooks;
+mod leave_image_mode;
 mod locked;
 mod mcd_os;
 mod progress;
