@@ -123,7 +123,10 @@ async fn leaving_image_mode_writes_the_dropped_files_again_and_reboots_once_more
     let current = node
         .read(machine_config::mco::paths::CURRENT_CONFIG)
         .unwrap();
-    assert!(!current.contains(BUILT), "the current config is the rendered one");
+    assert!(
+        !current.contains(BUILT),
+        "the current config is the rendered one"
+    );
 }
 
 /// Where a kill or a power cut left an update leaving image mode, after its first reboot.
@@ -166,9 +169,15 @@ async fn cut_at(node: &Node, cut: Cut) {
                 ..Default::default()
             };
             let units = crate::units::OfflineUnits::new(&root);
-            crate::apply::apply(&root, &machine_config::Config::empty(), &ign, &options, &units)
-                .await
-                .unwrap();
+            crate::apply::apply(
+                &root,
+                &machine_config::Config::empty(),
+                &ign,
+                &options,
+                &units,
+            )
+            .await
+            .unwrap();
             rec.step = Step::RebootRequested;
             rec.rewrote_after_image_mode = true;
             record::store(&root, &rec).unwrap();

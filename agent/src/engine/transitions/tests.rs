@@ -24,8 +24,8 @@ fn all_steps() -> Vec<Step> {
     ];
     for step in all {
         match step {
-            Draining | Writing | Os | PostActions | RebootRequested | Verifying | RewritingFiles
-            | NotTaken | RollingBack | BootFailed | RebootingBack => {}
+            Draining | Writing | Os | PostActions | RebootRequested | Verifying
+            | RewritingFiles | NotTaken | RollingBack | BootFailed | RebootingBack => {}
         }
     }
     all.to_vec()
