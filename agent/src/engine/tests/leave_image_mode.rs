@@ -279,10 +279,13 @@ async fn a_failed_rewrite_is_degraded_and_tried_again() {
     assert_eq!(report.outcome, Outcome::Done, "{report:?}");
 }
 
+/// A config of a case.
+type ConfigFn = fn() -> MachineConfig;
+
 /// Updates that do not leave image mode reboot once, as before.
 #[tokio::test]
 async fn other_reboot_updates_reboot_once() {
-    let cases: [(&str, fn() -> MachineConfig, fn() -> MachineConfig); 3] = [
+    let cases: [(&str, ConfigFn, ConfigFn); 3] = [
         (
             "a new base image",
             || rendered("rendered-a", IMAGE),
