@@ -140,6 +140,18 @@ async fn image_decisions() {
             );
             node.reboot(false);
             daemon(&node, source.clone()).await;
+            if c.current_image.is_some() && c.desired_image.is_none() {
+                // Leaving image mode: the files written again, one more reboot.
+                assert_eq!(node.rebooter.reasons().len(), 2, "{}", c.name);
+                node.reboot(false);
+                daemon(&node, source.clone()).await;
+            }
+            assert_eq!(
+                node.rebooter.reasons().len(),
+                c.reboots + usize::from(c.current_image.is_some() && c.desired_image.is_none()),
+                "{}",
+                c.name
+            );
         }
         assert_eq!(node.current(), Some(desired_name), "{}", c.name);
         assert_eq!(
