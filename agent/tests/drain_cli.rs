@@ -158,4 +158,21 @@ fn an_unreachable_api_server_is_the_cause_said() {
                 .ends_with("connection refused"),
         "{stderr}"
     );
+    // uncordon too: bounded by its --timeout (it retried for 90 s, silently, before it had one)
+    let out = agent(&[
+        "uncordon",
+        "--node-name",
+        NODE,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--timeout",
+        "2s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("error: ") && first.ends_with("connection refused"),
+        "{stderr}"
+    );
 }

@@ -1,5 +1,5 @@
 //! `mco-agent drain --node-name NAME [--kubeconfig FILE] [--eviction-kubeconfig FILE] [--timeout DURATION]`
-//! and `mco-agent uncordon --node-name NAME [--kubeconfig FILE]`: the agent's drain by hand.
+//! and `mco-agent uncordon --node-name NAME [--kubeconfig FILE] [--timeout DURATION]`: the agent's drain by hand.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,6 +36,10 @@ pub struct UncordonArgs {
     /// Credentials for the node.
     #[arg(long, default_value = cluster::KUBELET_KUBECONFIG)]
     pub kubeconfig: PathBuf,
+    /// Give up after this long (failed API calls are retried until then), e.g. `30s`; the
+    /// error then names the last call's failure.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "90s")]
+    pub timeout: Duration,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -124,10 +128,14 @@ pub fn run_drain(args: &DrainArgs) -> Result<ExitCode> {
     })
 }
 
-/// Makes the node schedulable again.
+/// Makes the node schedulable again, retrying a failed API call for up to `--timeout`.
 pub fn run_uncordon(args: &UncordonArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
-        let drainer = drainer(&args.node, &args.kubeconfig, None, DrainOptions::default()).await?;
+        let options = DrainOptions {
+            attempt_timeout: args.timeout,
+            ..DrainOptions::default()
+        };
+        let drainer = drainer(&args.node, &args.kubeconfig, None, options).await?;
         drainer.uncordon().await?;
         println!("node/{} uncordoned", args.node);
         Ok(ExitCode::SUCCESS)
