@@ -14,7 +14,7 @@
 //! following a cluster or a config server (the daemon's tests), code 75 (`exit_codes.rs`),
 //! `pivot` staging an image (needs rpm-ostree: `pivot_cli.rs`), `recover` answering 1 (needs a
 //! Degraded agent: `recover_cli.rs`), `uncordon` against an API server that cannot be reached
-//! (it retries for as long as a drain may take, with no `--timeout` of its own).
+//! (`drain_cli.rs`, with `--timeout`).
 
 mod common;
 
@@ -125,7 +125,7 @@ const CASES: &[Case] = &[
     Case { name: "drain__usage", args: &["drain"], code: 64, ..CASE },
     Case { name: "uncordon__uncordoned", setup: Setup::Cluster, args: &["uncordon", "--node-name", "worker-0", "--kubeconfig", "{kubeconfig}"], ..CASE },
     Case { name: "uncordon__bad_node_name", setup: Setup::Cluster, args: &["uncordon", "--node-name", "Worker_0", "--kubeconfig", "{kubeconfig}"], code: 65, ..CASE },
-    Case { name: "uncordon__usage", args: &["uncordon", "--node", "worker-0", "--timeout", "1s"], code: 64, ..CASE },
+    Case { name: "uncordon__usage", args: &["uncordon", "--node", "worker-0", "--grace-period", "1s"], code: 64, ..CASE },
     // rollback
     Case { name: "rollback__rolled_back", setup: Setup::Updated, args: &["rollback", "--root", "{root}", "--yes"], ..CASE },
     Case { name: "rollback__not_confirmed", setup: Setup::Updated, args: &["rollback", "--root", "{root}"], answer: "n\n", code: 4, ..CASE },

@@ -238,7 +238,7 @@ fn a_missing_or_failing_sysroot_reader_is_said_and_rpm_ostree_asked() {
         (
             missing.as_path(),
             format!(
-                "running the sysroot reader {}: No such file or directory (os error 2)",
+                "running the sysroot reader {}: no such file or directory",
                 missing.display()
             ),
         ),
