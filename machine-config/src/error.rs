@@ -279,6 +279,22 @@ pub(crate) fn named(s: &str) -> String {
     format!("{:?}… ({} bytes)", &s[..end], s.len())
 }
 
+/// Text of an I/O error the way Go prints a syscall errno: the C library's message with a lower-case
+/// first letter and no `(os error N)` suffix (`no such file or directory`). The agent's messages
+/// follow the MCD's, and every binary's I/O errors read the same way.
+pub fn go_error_text(err: &std::io::Error) -> String {
+    let text = err.to_string();
+    let text = match (err.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => &text[..at],
+        _ => text.as_str(),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +320,24 @@ mod tests {
         );
         let root = Issue::new("$", "x").under("$.spec.config");
         assert_eq!(root.path, "$.spec.config");
+    }
+
+    #[test]
+    fn errno_text_matches_go() {
+        let cases = [
+            (
+                std::io::Error::from_raw_os_error(2),
+                "no such file or directory",
+            ),
+            (std::io::Error::from_raw_os_error(20), "not a directory"),
+            (
+                std::io::Error::from_raw_os_error(40),
+                "too many levels of symbolic links",
+            ),
+            (std::io::Error::other("Custom thing"), "custom thing"),
+        ];
+        for (err, want) in cases {
+            assert_eq!(go_error_text(&err), want);
+        }
     }
 }

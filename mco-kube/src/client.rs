@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use machine_config::error::go_error_text;
 
 use super::error::ClusterError;
 
@@ -19,7 +20,7 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Cluster
     };
     let kubeconfig = Kubeconfig::read_from(path).map_err(|e| match e {
         // kube's text names the path again, quoted twice, with Rust's OS error text
-        KubeconfigError::ReadConfig(io, _) => fail(io_text(&io)),
+        KubeconfigError::ReadConfig(io, _) => fail(go_error_text(&io)),
         e => fail(e.to_string()),
     })?;
     let mut config =
@@ -28,21 +29,6 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Cluster
             .map_err(|e| fail(e.to_string()))?;
     config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
-}
-
-/// An I/O error as the C library (and Go) says it: `no such file or directory`, without
-/// Rust's `(os error 2)`.
-fn io_text(err: &std::io::Error) -> String {
-    let text = err.to_string();
-    let text = match (err.raw_os_error(), text.rfind(" (os error ")) {
-        (Some(_), Some(at)) => &text[..at],
-        _ => text.as_str(),
-    };
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 /// The node's name: the given one, else the host name in lower case (as the kubelet

@@ -3,6 +3,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use machine_config::error::go_error_text;
+
 /// A failed operation on a path inside the root. `path` is the path as seen from inside the root
 /// (absolute, e.g. `/etc/foo`), which is what configs and messages talk about.
 #[derive(Debug, thiserror::Error)]
@@ -97,40 +99,9 @@ impl RootError {
     }
 }
 
-/// Text of an I/O error the way Go prints a syscall errno: the C library's message with a lower-case
-/// first letter and no `(os error N)` suffix (`no such file or directory`).
-pub fn go_error_text(err: &io::Error) -> String {
-    let text = err.to_string();
-    let text = match (err.raw_os_error(), text.rfind(" (os error ")) {
-        (Some(_), Some(at)) => &text[..at],
-        _ => text.as_str(),
-    };
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn errno_text_matches_go() {
-        let cases = [
-            (libc_enoent(), "no such file or directory"),
-            (io::Error::from_raw_os_error(20), "not a directory"),
-            (
-                io::Error::from_raw_os_error(40),
-                "too many levels of symbolic links",
-            ),
-            (io::Error::other("Custom thing"), "custom thing"),
-        ];
-        for (err, want) in cases {
-            assert_eq!(go_error_text(&err), want);
-        }
-    }
 
     #[test]
     fn io_error_renders_like_go_path_error() {
