@@ -7,12 +7,15 @@
 //! (`engine::temp-written=return(kill@PATH)`, between the temp file and its rename) leaves one,
 //! which the restarted agent removes.
 //! On a booted sysroot (the booted simulation), an unplanned reboot while OS changes are staged
-//! finalization-locked converges too, without a rollback or a Degraded state.
+//! finalization-locked converges too, without a rollback or a Degraded state; so does an
+//! update that leaves image mode, killed at each of its failpoints (`leave_image_mode`).
 
 #![cfg(feature = "failpoints")]
 
 mod common;
 mod daemon_env;
+#[path = "crash_safety/leave_image_mode.rs"]
+mod leave_image_mode;
 mod os_env;
 
 use std::os::unix::process::ExitStatusExt;
