@@ -91,6 +91,15 @@ expect "/run/mco-agent gets its type" 'type_transition mco_agent_t var_run_t:dir
 expect "consumes the force file" 'var_run_t:file .*unlink' -A -s mco_agent_t -t var_run_t -c file
 refuse "writes or creates no runtime file of others (the force file is only checked and unlinked)" \
   -A -s mco_agent_t -t var_run_t -c file -p write,append,create
+# a rebase from containers-storage under a restrictive policy.json: the temporary signature
+# policy in /run (a type of its own) and the drop-in binding it over rpm-ostreed's policy.json
+expect "creates regular files in /run as the temporary signature policy (an O_TMPFILE has no name)" \
+  'type_transition mco_agent_t var_run_t:file mco_agent_tmp_policy_t;' -T -s mco_agent_t -t var_run_t -c file
+expect "writes, links into place and removes the temporary signature policy" \
+  'mco_agent_tmp_policy_t:file .*create.*link.*rename.*unlink.*write' -A -s mco_agent_t -t mco_agent_tmp_policy_t -c file
+expect "creates rpm-ostreed's drop-in directory in /run/systemd/system" ':dir .*add_name.*create' \
+  -A -s mco_agent_t -t init_runtime_t -c dir
+expect "writes and removes the drop-in" ':file .*create.*rename.*unlink.*write' -A -s mco_agent_t -t init_runtime_t -c file
 expect "keeps its boot-rollback record in /var/lib/mco-agent" 'mco_agent_var_lib_t:file .*create.*write' \
   -A -s mco_agent_t -t mco_agent_var_lib_t -c file
 expect "/var/lib/mco-agent gets its type" 'type_transition mco_agent_t var_lib_t:dir mco_agent_var_lib_t mco-agent' \
@@ -190,6 +199,8 @@ label /etc/systemd/system/kubelet.service systemd_unit_t
 label /home/core/.ssh/authorized_keys.d/ignition ssh_home_t
 label /var/lib/kubelet/config.json var_lib_t
 label /var/lib/mco-agent/boot-rollback.json mco_agent_var_lib_t
+label /run/tmp-rpm-ostree-policy.json mco_agent_tmp_policy_t
+label /run/systemd/system/rpm-ostreed.service.d/temporal-policy-binding.conf init_runtime_t
 label /etc/mco-agent/hooks.d/post-apply/10-site mco_agent_hook_exec_t
 label /usr/local/bin/site-tool bin_t
 echo "selinux/check.sh: mco_agent.pp links into the reference policy; $checks checks passed"
