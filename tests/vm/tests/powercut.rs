@@ -3,7 +3,7 @@
 //! updates, and after every cut the node must come back whole and converge.
 //!
 //! `powercut_short` runs in the default suite (tests/vm/run.sh, tests/run.sh); the full sequence,
-//! every failpoint, random moments and the regression seed (`powercut_full_*`, five VMs, two at
+//! every failpoint, random moments and the regression seed (`powercut_full_*`, six VMs, two at
 //! a time), runs with
 //! `tests/vm/run.sh powercut_full`. `MCO_POWERCUT_SEED=N` replays a run's cut plan;
 //! `MCO_POWERCUT_RANDOM=N` sets the number of random cuts (default 8).
@@ -81,6 +81,19 @@ fn powercut_full_failpoints_rebootless() -> Result<()> {
     let seed = powercut::seed();
     let cuts = powercut::rebootless_cuts();
     let mut node = PowercutNode::start("powercut-rebootless", seed, cuts.len())?;
+    run(&mut node, &cuts)?;
+    node.finish()
+}
+
+/// The failpoint of leaving image mode: the node follows a built image, then the pool leaves
+/// image mode; the cut comes in the boot after the first reboot, once the files are written
+/// again and before the second reboot is asked for.
+#[test]
+#[ignore = "boots a qemu VM for a quarter of an hour: run by tests/vm/run.sh powercut_full"]
+fn powercut_full_leaving_image_mode() -> Result<()> {
+    let seed = powercut::seed();
+    let cuts = powercut::leaving_image_mode_cuts();
+    let mut node = PowercutNode::start("powercut-leaving-image-mode", seed, cuts.len() + 1)?;
     run(&mut node, &cuts)?;
     node.finish()
 }

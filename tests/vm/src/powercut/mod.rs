@@ -74,6 +74,10 @@ pub enum Phase {
     /// While the agent rolls back the writes a first cut (at `engine::apply-midway`) interrupted:
     /// two cuts.
     Rollback,
+    /// In an update that leaves image mode, in the boot after its first reboot (into the base
+    /// image), where the files are written again before the second reboot: the node first
+    /// follows a built image (`desiredImage`), then the pool leaves image mode.
+    LeavingImageMode,
 }
 
 /// One update's power cut.
@@ -124,6 +128,7 @@ impl std::fmt::Display for Cut {
                     Phase::Update => "",
                     Phase::AfterReboot => " after the reboot",
                     Phase::Rollback => " in the rollback after a cut at engine::apply-midway",
+                    Phase::LeavingImageMode => " after the first reboot of leaving image mode",
                 };
                 write!(f, "pause at {point}{when} ({kind} update)")
             }
@@ -170,6 +175,9 @@ pub const REBOOTLESS_POINTS: &[Point] = &[
     Point::plain("engine::committed"),
 ];
 
+/// Failpoints met only by an update that leaves image mode, between its two reboots.
+pub const LEAVING_IMAGE_MODE_POINTS: &[Point] = &[Point::plain("engine::rewritten")];
+
 /// Failpoints of a rollback.
 pub const ROLLBACK_POINTS: &[Point] = &[
     Point::plain("engine::rolling-back"),
@@ -204,11 +212,17 @@ pub fn rebootless_cuts() -> Vec<Cut> {
     failpoint_cuts(REBOOTLESS_POINTS, Phase::Update, false)
 }
 
+/// The failpoints of leaving image mode.
+pub fn leaving_image_mode_cuts() -> Vec<Cut> {
+    failpoint_cuts(LEAVING_IMAGE_MODE_POINTS, Phase::LeavingImageMode, true)
+}
+
 /// Every failpoint cut.
 pub fn every_failpoint() -> Vec<Cut> {
     let mut cuts = before_reboot_cuts();
     cuts.extend(after_reboot_and_rollback_cuts());
     cuts.extend(rebootless_cuts());
+    cuts.extend(leaving_image_mode_cuts());
     cuts
 }
 
@@ -308,7 +322,7 @@ mod tests {
             Point::at("engine::temp-written", "/etc/shadow").spec(),
             "engine::temp-written=return(pause@/etc/shadow)"
         );
-        assert_eq!(cuts.iter().map(Cut::cuts).sum::<u32>(), 24);
+        assert_eq!(cuts.iter().map(Cut::cuts).sum::<u32>(), 25);
         // From side a, the cuts before the first write go to side b (an original to keep).
         for (i, cut) in before_reboot_cuts().iter().enumerate() {
             if let Cut::Failpoint { point, .. } = cut
@@ -328,11 +342,6 @@ mod tests {
         "engine::boot-files-rolled-back",
         "engine::reboot-back-recorded",
         "engine::rolled-back-boot",
-        // Met only by an update that leaves image mode (after the reboot into the base image,
-        // once its files are written again): the engine's tests put the node where a kill or a
-        // power cut there leaves it (`engine::tests::leave_image_mode`); no VM scenario runs a
-        // built image yet.
-        "engine::rewritten",
     ];
 
     fn mco_agent_failpoints() -> &'static [&'static str] {

@@ -14,6 +14,7 @@ use crate::cluster::GuestCluster;
 use crate::console;
 use crate::vm::{Disk, Vm};
 
+mod image_mode;
 mod stop;
 pub use stop::Stop;
 
@@ -211,7 +212,16 @@ impl PowercutNode {
     /// One update with its power cut, then the recovery, checked.
     pub fn update_with_cut(&mut self, cut: Cut) -> Result<()> {
         let started = Instant::now();
-        let (from, to) = self.next(cut.reboot())?;
+        // Leaving image mode stays on side a: its base image is side a's, the built image is
+        // side b's commit.
+        let leaves_image_mode = matches!(
+            cut,
+            Cut::Failpoint {
+                phase: Phase::LeavingImageMode,
+                ..
+            }
+        );
+        let (from, to) = self.next(cut.reboot() && !leaves_image_mode)?;
         let n = self.log.len() + 1;
         let what = format!("update {n} ({} -> {}), {cut}", from.name(), to.name());
         self.pace();
@@ -247,6 +257,9 @@ impl PowercutNode {
                     guest::set_failpoints(&mut self.vm, Some(&point.spec()))?;
                     guest::release_agent(&mut self.vm)?;
                     said.push(self.cut_when_paused(point)?);
+                } else if phase == Phase::LeavingImageMode {
+                    said.push(self.enter_image_mode()?);
+                    said.push(self.pause_leaving_image_mode(point, to)?);
                 } else if phase == Phase::AfterReboot {
                     self.cluster.set_desired(&to.name())?;
                     self.vm.next_boot_kargs(&[HOLD_KARG]);
@@ -287,8 +300,10 @@ impl PowercutNode {
         guest::release_agent(&mut self.vm)?;
         let reboots = self.wait_converged(to)?;
         self.check_converged(to)?;
-        // The OS needed at most the one reboot it had not had yet.
-        let needed = u32::from(after.booted != to.side);
+        // The OS needed at most the one reboot it had not had yet; an update leaving image mode
+        // whose files are not yet written again after its first reboot owes its second.
+        let needed = u32::from(after.booted != to.side)
+            + u32::from(after.step.as_deref() == Some("RewritingFiles"));
         ensure!(
             reboots == needed,
             "{reboots} reboot(s) after the cut, expected {needed} (booted side {:?}, record at {:?})",

@@ -127,6 +127,7 @@ impl PowercutNode {
                 guest::release_agent(&mut self.vm)?;
             }
             Phase::Rollback => bail!("no stops are planned in a rollback"),
+            Phase::LeavingImageMode => bail!("no stops are planned while leaving image mode"),
         }
         // Nothing runs in the guest from here to the stop: at `engine::reboot-requested` the
         // reboot is already under way.
