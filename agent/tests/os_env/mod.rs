@@ -200,7 +200,29 @@ impl Env {
             .exec(&["ostree", "admin", "finalize-staged"])
             .expect("finalizing at shutdown");
         drop(process);
+        // The bus frees the stopped stand-in's name once it has seen its connection close; until
+        // then the name still has an owner, and the wait for one in `boot` would return before
+        // the new stand-in took it (an agent started then finds no rpm-ostree).
+        self.wait_name_released().await;
         self.boot(&child).await;
+    }
+
+    /// Waits (up to 30 s) until nothing owns rpm-ostree's bus name.
+    async fn wait_name_released(&self) {
+        let conn = self.bus.connect().await.unwrap();
+        let dbus = zbus::fdo::DBusProxy::new(&conn).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while dbus
+            .name_has_owner("org.projectatomic.rpmostree1".try_into().unwrap())
+            .await
+            .unwrap()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the stopped stand-in's bus name was not released"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// A client with a fast retry policy.
