@@ -106,7 +106,14 @@ impl QemuConfig {
         for (host, guest) in &self.forwards {
             net.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-:{guest}"));
         }
-        push(&["-netdev", &net, "-device", "virtio-net-pci,netdev=n0"]);
+        // no option ROM: the firmware would load and run iPXE's on every boot, and nothing
+        // boots from the network (the kernel is given with -kernel)
+        push(&[
+            "-netdev",
+            &net,
+            "-device",
+            "virtio-net-pci,netdev=n0,romfile=",
+        ]);
         let chardev = format!(
             "socket,path={},server=on,wait=off,id=qga0",
             path(&self.agent_socket)
