@@ -28,15 +28,25 @@ command -v g++ >/dev/null || { echo "fuzz: g++ is missing (run tests/setup.sh)" 
 
 # Stable rustc flags only (no -Z, no RUSTC_BOOTSTRAP): LLVM's SanitizerCoverage pass with the
 # instrumentation libFuzzer reads (8-bit edge counters, the PC table, comparison operands,
-# stack depth). An explicit --target keeps these flags off build scripts and proc macros.
+# stack depth), added by tests/lib/fuzz-rustc to the crates below only: the fuzz targets, the
+# project's crates they call and the parsers those run (the rest of the tree is linked, barely
+# run, and costs build time instrumented). An explicit --target keeps the flags off build
+# scripts and proc macros.
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR=$PWD/target/fuzz
-export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
+export RUSTC_WRAPPER=$PWD/tests/lib/fuzz-rustc
+export FUZZ_SANCOV_FLAGS="-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 -Cllvm-args=-sanitizer-coverage-stack-depth"
+export FUZZ_INSTRUMENTED="mco_fuzz ${all_targets[*]} machine_config mco_agent mco_companion \
+serde_json serde_saphyr granit_parser toml toml_parser base64 base64_simd vsimd miniz_oxide \
+memchr httparse http"
+# the instrumented set is in the flags cargo sees, so that a change to it rebuilds what it changes
+instrumented_set=$( (printf '%s\n' "$FUZZ_INSTRUMENTED" "$FUZZ_SANCOV_FLAGS"; cat tests/lib/fuzz-rustc) | cksum | cut -d' ' -f1)
+export RUSTFLAGS="--cfg fuzzing --cfg fuzz_instrumented=\"$instrumented_set\""
 echo "fuzz: building ${targets[*]} (release, instrumented)" >&2
 build_args=()
 for t in "${targets[@]}"; do build_args+=(--bin "$t"); done
