@@ -28,8 +28,7 @@ use machine_config::MachineConfig;
 use machine_config::irreconcilable::IrreconcilableChange;
 use machine_config::mco::NodeState;
 use machine_config::mco::annotations::{
-    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_IMAGE, POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING,
-    REASON, STATE,
+    CURRENT_CONFIG, CURRENT_IMAGE, POST_CONFIG_ACTION, POST_CONFIG_ACTION_REBOOTING, REASON, STATE,
 };
 use machine_config::mco::node_conditions::Progress;
 use machine_config::mco::node_image_conditions::Gates;
@@ -318,19 +317,22 @@ impl ClusterReport for NodeReport {
 }
 
 /// The MCD's `SetDone` in one write: `currentConfig`, `state=Done`, `reason=""`; with a
-/// layered image `currentImage` set, without one `currentImage` and `desiredImage` removed (the
-/// pool left image mode, or never was in it).
+/// layered image `currentImage` set, without one `currentImage` removed (the pool left image
+/// mode, or never was in it).
+///
+/// `desiredImage` is never touched: the node controller owns it. The MCD removes it only when
+/// the Node's own `desiredImage` is empty, never because the node is not in an image yet: a
+/// Done in the current config while an update into an image is pending (the Done of start-up,
+/// of a boot rolled back) must leave the target for the next attempt. An empty `desiredImage`
+/// (which the MCD would remove) stays, read as absent: removing it would take a read of the
+/// Node before each Done and race with the controller writing an image in between.
 fn set_done<'a>(config: &'a str, image: Option<&'a str>) -> Vec<(&'static str, Option<&'a str>)> {
-    let mut changes = vec![
+    vec![
         (CURRENT_CONFIG, Some(config)),
         (STATE, Some(NodeState::Done.as_str())),
         (REASON, Some("")),
-    ];
-    match image {
-        Some(image) => changes.push((CURRENT_IMAGE, Some(image))),
-        None => changes.extend([(CURRENT_IMAGE, None), (DESIRED_IMAGE, None)]),
-    }
-    changes
+        (CURRENT_IMAGE, image),
+    ]
 }
 
 /// Rendered configs by name from the API server, as the MCD reads them.
@@ -370,9 +372,11 @@ mod tests {
     use crate::daemon::tests::DaemonHarness;
     use crate::engine::tests::{CRIO_POLICY, IMAGE, mc};
 
-    /// SetDone in image mode writes currentImage; out of it, removes both image annotations.
+    /// SetDone in image mode writes currentImage; out of it, removes currentImage. It never
+    /// removes the controller's desiredImage: not in an image yet, the node is still asked for
+    /// one.
     #[tokio::test]
-    async fn set_done_writes_or_removes_the_image_annotations() {
+    async fn set_done_writes_or_removes_current_image_only() {
         use machine_config::mco::annotations::{CURRENT_IMAGE, DESIRED_IMAGE};
         let api = FakeNodeApi::new("node-0");
         let image = "registry.example/os@sha256:2";
@@ -387,7 +391,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(api.annotation(CURRENT_IMAGE), None);
-        assert_eq!(api.annotation(DESIRED_IMAGE), None);
+        assert_eq!(api.annotation(DESIRED_IMAGE).as_deref(), Some(image));
         assert_eq!(
             api.annotation(CURRENT_CONFIG).as_deref(),
             Some("rendered-a")

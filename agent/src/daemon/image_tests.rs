@@ -275,3 +275,82 @@ async fn start_up_links_the_pull_secret_for_rpm_ostree() {
         std::fs::remove_file(&link).unwrap();
     }
 }
+
+/// An update into an image whose pull fails (every attempt of the MCD's retry) leaves the node
+/// Degraded with rpm-ostree's reason in its current config, and the Node's `desiredImage` as the
+/// controller wrote it: the Done of start-up, in the current config and no image yet, once
+/// removed it, and the daemon then took the node as Done in its old config. A retry once the
+/// image can be pulled completes in the image.
+#[tokio::test(start_paused = true)]
+async fn a_failed_pull_keeps_desired_image_and_a_retry_completes() {
+    use super::tests::DaemonHarness;
+    use crate::cluster::{FakeNodeApi, NodeApi};
+    use crate::daemon::DesiredFeed;
+    use machine_config::mco::annotations::{
+        CURRENT_CONFIG, CURRENT_IMAGE as CURRENT_IMAGE_KEY, DESIRED_IMAGE, REASON, STATE,
+    };
+    for desired_config in [a as fn() -> MachineConfig, b] {
+        let name = desired_config().name().to_string();
+        let api = Arc::new(FakeNodeApi::new("node-0"));
+        api.add_machine_config(a());
+        api.add_machine_config(b());
+        api.set_desired_image(&name, Some(LAYERED));
+        let h = DaemonHarness::over_api(&a(), &api).await;
+        for _ in 0..=crate::engine::os_image::REMOTE_RETRY_WAITS.len() {
+            h.node.os.fail_next("Rebase", "manifest unknown");
+        }
+        let mut d = h.daemon(DesiredFeed::Cluster(api.desired())).await;
+        d.desired_name = Some(name.clone());
+        d.desired_image = Some(LAYERED.to_string());
+        d.sync(false).await;
+        landed(&d).await;
+        assert_eq!(api.annotation(STATE).as_deref(), Some("Degraded"), "{name}");
+        let reason = api.annotation(REASON).unwrap_or_default();
+        assert!(reason.contains("manifest unknown"), "{name}: {reason}");
+        assert_eq!(
+            api.annotation(DESIRED_IMAGE).as_deref(),
+            Some(LAYERED),
+            "{name}: the controller's desiredImage"
+        );
+        assert_eq!(api.annotation(CURRENT_IMAGE_KEY), None, "{name}");
+        assert_eq!(
+            api.annotation(CURRENT_CONFIG).as_deref(),
+            Some("rendered-a")
+        );
+        assert_eq!(h.node.current().as_deref(), Some("rendered-a"), "{name}");
+        assert!(h.node.rebooter.reasons().is_empty(), "{name}");
+        // The image can be pulled now: the retry rebases, and the boot into it completes.
+        d.sync(true).await;
+        assert_eq!(h.node.rebooter.reasons().len(), 1, "{name}");
+        landed(&d).await;
+        drop(d);
+        h.node.reboot(false);
+        let d = h.daemon(DesiredFeed::Cluster(api.desired())).await;
+        landed(&d).await;
+        assert_eq!(h.node.current(), Some(name.clone()));
+        assert_eq!(
+            h.node.read(CURRENT_IMAGE).as_deref(),
+            Some(LAYERED),
+            "{name}"
+        );
+        for (key, value) in [
+            (CURRENT_CONFIG, name.as_str()),
+            (STATE, "Done"),
+            (REASON, ""),
+            (CURRENT_IMAGE_KEY, LAYERED),
+            (DESIRED_IMAGE, LAYERED),
+        ] {
+            assert_eq!(api.annotation(key).as_deref(), Some(value), "{name}: {key}");
+        }
+    }
+}
+
+/// Waits until the node writes `d` queued have landed on the Node API.
+async fn landed(d: &super::Daemon) {
+    d.engine
+        .reporter()
+        .cluster()
+        .flush(std::time::Duration::from_secs(10))
+        .await
+        .expect("the node's writes landed");
+}
