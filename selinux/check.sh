@@ -100,6 +100,16 @@ expect "writes, links into place and removes the temporary signature policy" \
 expect "creates rpm-ostreed's drop-in directory in /run/systemd/system" ':dir .*add_name.*create' \
   -A -s mco_agent_t -t init_runtime_t -c dir
 expect "writes and removes the drop-in" ':file .*create.*rename.*unlink.*write' -A -s mco_agent_t -t init_runtime_t -c file
+# rpm-ostree's registry credentials: /run/ostree/auth.json, a link to the pull secret
+expect "creates /run/ostree, when missing, with a type of its own" \
+  'type_transition mco_agent_t var_run_t:dir mco_agent_ostree_auth_t ostree' -T -s mco_agent_t -t var_run_t -c dir
+expect "links made in /run get the pull secret link's type (made under a temp name)" \
+  'type_transition mco_agent_t var_run_t:lnk_file mco_agent_ostree_auth_t;' -T -s mco_agent_t -t var_run_t -c lnk_file
+expect "adds the link to /run/ostree" 'mco_agent_ostree_auth_t:dir .*add_name.*create' \
+  -A -s mco_agent_t -t mco_agent_ostree_auth_t -c dir
+expect "makes, gives to root, renames and removes the pull secret link" \
+  'mco_agent_ostree_auth_t:lnk_file .*create.*rename.*setattr.*unlink' -A -s mco_agent_t -t mco_agent_ostree_auth_t -c lnk_file
+refuse "creates no directory or link in /run of another type" -A -s mco_agent_t -t var_run_t -c dir,lnk_file -p create
 expect "keeps its boot-rollback record in /var/lib/mco-agent" 'mco_agent_var_lib_t:file .*create.*write' \
   -A -s mco_agent_t -t mco_agent_var_lib_t -c file
 expect "/var/lib/mco-agent gets its type" 'type_transition mco_agent_t var_lib_t:dir mco_agent_var_lib_t mco-agent' \
@@ -201,6 +211,7 @@ label /var/lib/kubelet/config.json var_lib_t
 label /var/lib/mco-agent/boot-rollback.json mco_agent_var_lib_t
 label /run/tmp-rpm-ostree-policy.json mco_agent_tmp_policy_t
 label /run/systemd/system/rpm-ostreed.service.d/temporal-policy-binding.conf init_runtime_t
+label /run/ostree/auth.json mco_agent_ostree_auth_t
 label /etc/mco-agent/hooks.d/post-apply/10-site mco_agent_hook_exec_t
 label /usr/local/bin/site-tool bin_t
 echo "selinux/check.sh: mco_agent.pp links into the reference policy; $checks checks passed"
