@@ -209,7 +209,24 @@ elif [ "${MCO_VM_BACKGROUND:-1}" = 1 ]; then
 fi
 stage doctests "${fg_nice[@]}" cargo test --workspace --doc
 # The API docs build without a warning (broken, private or ambiguous intra-doc links): ~15 s warm.
-RUSTDOCFLAGS="-D warnings" stage rustdoc "${fg_nice[@]}" cargo doc -q --workspace --no-deps
+# The targets are chosen so that the build resolves the test feature set (the examples, like tests,
+# may use dev-dependencies), whose checked dependencies clippy left: a plain `cargo doc` resolves
+# the binaries' set and checks the whole dependency tree once more (109 s of CPU) to document
+# the members. The libraries, the examples and every binary cargo doc documents by default (those
+# not named like their package's library: rustdoc writes both to the same directory).
+doc_bins() {
+  cargo metadata -q --no-deps --format-version 1 | python3 -c '
+import json, sys
+for package in json.load(sys.stdin)["packages"]:
+    targets = package["targets"]
+    libs = {t["name"].replace("-", "_") for t in targets if "lib" in t["kind"]}
+    for t in targets:
+        if "bin" in t["kind"] and t["name"].replace("-", "_") not in libs:
+            print("--bin", t["name"])'
+}
+# shellcheck disable=SC2046 # one word per option and name
+RUSTDOCFLAGS="-D warnings" stage rustdoc "${fg_nice[@]}" cargo doc -q --workspace --no-deps --lib \
+  --examples $(doc_bins)
 # Every relative link of README.md and docs/ names a file (and heading) of the repository.
 stage doc-links tests/doc_links.py
 

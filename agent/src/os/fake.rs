@@ -108,7 +108,8 @@ impl FakeOsUpdater {
     }
 
     /// rpm-ostree queues a reboot (another client's `--reboot`): from now on every new
-    /// transaction is refused, as rpm-ostreed refuses them ([`super::error::REBOOT_INITIATED`]).
+    /// transaction is refused, as rpm-ostreed refuses them ("Reboot initiated, cannot start new
+    /// transaction").
     pub fn queue_reboot(&self) {
         self.lock().rebooting = true;
     }
