@@ -2,7 +2,11 @@
 # Builds the coverage-guided fuzz targets (fuzz/, libFuzzer through libfuzzer-sys, on the stable
 # toolchain) and runs each for SECONDS (default 60), one after another (docs/fuzzing.md).
 #
-#   tests/fuzz.sh [SECONDS] [TARGET...]      e.g. tests/fuzz.sh 600 ignition units
+#   tests/fuzz.sh [--build-only|--no-build] [SECONDS] [TARGET...]   e.g. tests/fuzz.sh 600 units
+#
+# --build-only builds the targets and runs none (tests/run.sh builds them in its build stage,
+# where no other cargo command waits on the build directory's lock) and --no-build runs what is
+# built.
 #
 # Every target starts from its checked-in seeds (fuzz/seeds/TARGET) and the repository's own
 # inputs (examples/, the hostile corpus, the Ignition oracle's configs, the companion's
@@ -14,6 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build=yes run=yes
+case ${1:-} in
+  --build-only) run=no; shift ;;
+  --no-build) build=no; shift ;;
+esac
 seconds=${1:-60}
 shift || true
 all_targets=(ignition machine_config dataurl registries kargs units companion)
@@ -28,12 +37,14 @@ command -v g++ >/dev/null || { echo "fuzz: g++ is missing (run tests/setup.sh)" 
 
 # Stable rustc flags only (no -Z, no RUSTC_BOOTSTRAP): LLVM's SanitizerCoverage pass with the
 # instrumentation libFuzzer reads (8-bit edge counters, the PC table, comparison operands,
-# stack depth), added by tests/lib/fuzz-rustc to the crates below only: the fuzz targets, the
-# project's crates they call and the parsers those run (the rest of the tree is linked, barely
-# run, and costs build time instrumented). An explicit --target keeps the flags off build
-# scripts and proc macros.
-triple=$(rustc -vV | sed -n 's/^host: //p')
-export CARGO_TARGET_DIR=$PWD/target/fuzz
+# stack depth) and `--cfg fuzzing`, added by tests/lib/fuzz-rustc to the crates below only: the
+# fuzz targets, the project's crates they call and the parsers of theirs no other crate of the
+# tree uses. The build goes to the project's target directory with the project's dev profile
+# (fuzz/Cargo.toml), so that every other crate is the project's debug build's, reused as it is;
+# each crate named here has a profile override in fuzz/Cargo.toml (a build of its own), and none
+# is a build dependency (build scripts and proc macros are not instrumented). A crate shared with
+# the debug build (serde_json, memchr, http, the toml parser system-deps runs at build time...)
+# cannot be instrumented: its build is the debug build's.
 export RUSTC_WRAPPER=$PWD/tests/lib/fuzz-rustc
 export FUZZ_SANCOV_FLAGS="-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
@@ -42,17 +53,49 @@ export FUZZ_SANCOV_FLAGS="-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 -Cllvm-args=-sanitizer-coverage-stack-depth"
 export FUZZ_INSTRUMENTED="mco_fuzz ${all_targets[*]} machine_config mco_agent mco_companion \
-serde_json serde_saphyr granit_parser toml toml_parser base64 base64_simd vsimd miniz_oxide \
-memchr httparse http"
-# the instrumented set is in the flags cargo sees, so that a change to it rebuilds what it changes
+serde_saphyr granit_parser base64_simd vsimd"
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+fuzz_dir=$PWD/target/fuzz
+mkdir -p "$fuzz_dir"
+
+# The flags the wrapper adds are not in what cargo hashes: when they or the instrumented set
+# change, the instrumented crates' outputs (listed at each build) are removed, so that cargo
+# builds them again with the new flags.
 instrumented_set=$( (printf '%s\n' "$FUZZ_INSTRUMENTED" "$FUZZ_SANCOV_FLAGS"; cat tests/lib/fuzz-rustc) | cksum | cut -d' ' -f1)
-export RUSTFLAGS="--cfg fuzzing --cfg fuzz_instrumented=\"$instrumented_set\""
-echo "fuzz: building ${targets[*]} (release, instrumented)" >&2
-build_args=()
-for t in "${targets[@]}"; do build_args+=(--bin "$t"); done
-nice -n 10 cargo build -q --release --locked --manifest-path fuzz/Cargo.toml \
-  --target "$triple" "${build_args[@]}"
-bin_dir=$CARGO_TARGET_DIR/$triple/release
+if [ "$(cat "$fuzz_dir/instrumented.cksum" 2>/dev/null)" != "$instrumented_set" ] && [ -f "$fuzz_dir/instrumented.outputs" ]; then
+  xargs -r rm -f <"$fuzz_dir/instrumented.outputs"
+fi
+if [ "$build" = yes ]; then
+  echo "fuzz: building ${targets[*]} (dev profile, instrumented)" >&2
+  build_args=()
+  for t in "${targets[@]}"; do build_args+=(--bin "$t"); done
+  # The outputs of the instrumented crates, from cargo's messages (its diagnostics go to stderr).
+  # How many crates it compiled and how many it reused goes to stderr.
+  cargo build -q --locked --manifest-path fuzz/Cargo.toml --message-format json-render-diagnostics \
+    "${build_args[@]}" | python3 -c '
+import json, sys
+names = set(sys.argv[1].split())
+built = reused = 0
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact":
+        continue
+    if m["fresh"]:
+        reused += 1
+    else:
+        built += 1
+    if m["target"]["name"].replace("-", "_") in names:
+        print("\n".join(m["filenames"]))
+print(f"fuzz: {built} crates compiled, {reused} reused from earlier builds", file=sys.stderr)' \
+    "$FUZZ_INSTRUMENTED" >"$fuzz_dir/instrumented.outputs.new"
+  mv "$fuzz_dir/instrumented.outputs.new" "$fuzz_dir/instrumented.outputs"
+  echo "$instrumented_set" >"$fuzz_dir/instrumented.cksum"
+fi
+bin_dir=$target_dir/debug
+for t in "${targets[@]}"; do
+  [ -x "$bin_dir/$t" ] || { echo "fuzz: $bin_dir/$t is not built (tests/fuzz.sh --build-only)" >&2; exit 1; }
+done
+[ "$run" = yes ] || exit 0
 
 # Seed directories per target, besides fuzz/seeds/TARGET.
 repo_seeds() {
@@ -75,17 +118,17 @@ extract_data_urls() {
 
 failed=()
 for t in "${targets[@]}"; do
-  corpus=$CARGO_TARGET_DIR/corpus/$t
-  artifacts=$CARGO_TARGET_DIR/artifacts/$t
-  log=$CARGO_TARGET_DIR/logs/$t.log
+  corpus=$fuzz_dir/corpus/$t
+  artifacts=$fuzz_dir/artifacts/$t
+  log=$fuzz_dir/logs/$t.log
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
   seeds=()
   [ -d "fuzz/seeds/$t" ] && seeds+=("fuzz/seeds/$t")
   # shellcheck disable=SC2207
   seeds+=($(repo_seeds "$t"))
   if [ "$t" = dataurl ]; then
-    extract_data_urls "$CARGO_TARGET_DIR/seeds/dataurl"
-    seeds+=("$CARGO_TARGET_DIR/seeds/dataurl")
+    extract_data_urls "$fuzz_dir/seeds/dataurl"
+    seeds+=("$fuzz_dir/seeds/dataurl")
   fi
   echo "fuzz: $t for ${seconds}s" >&2
   rc=0

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # Each stage's output goes to its own log, target/test-logs/STAGE.log (a foreground stage's is
 # on the terminal too), and its wall time is printed as it ends and in a table at the end: the
 # whole run has a 30-minute budget on 2 cores (docs/testing.md), and this says where it goes.
-# The fuzzing smoke run (its build niced), the Debian images and the VM suite run in the
+# The fuzzing smoke run (built by the build stage), the Debian images and the VM suite run in the
 # background beside the others, their output in their logs only (docs/testing.md "Stage times").
 # A failure names the stage and prints its log's tail.
 logs=target/test-logs
@@ -164,12 +164,18 @@ collect workspace-hack
 build() {
   local bin=${CARGO_TARGET_DIR:-target}/debug vmbin=target/vm-bin
   mkdir -p "$vmbin"
-  cargo build -q -p mco-agent --features failpoints --bins
+  # The agent with its failpoints, built once for the crash-safety tests and the VM suite's
+  # power cuts: the tests' build (their feature set), whose mco-agent the VM suite copies.
+  cargo nextest run -p mco-agent --features failpoints --test crash_safety --test stop --no-run
   install -m755 "$bin/mco-agent" "$vmbin/mco-agent-failpoints"
   cargo build -q -p mco-agent -p mco-firstboot -p mco-sysroot-status -p mco-companion -p mco-test-support --bins
   for b in mco-agent mco-firstboot mco-sysroot-status mco-companion mco-test-rpmostreed; do
     install -m755 "$bin/$b" "$vmbin/$b"
   done
+  # The fuzz targets, instrumented, on the dependency tree just built (docs/fuzzing.md): here,
+  # not in the fuzzing stage, since a cargo build in the background would hold the build
+  # directory's lock while the cargo tests wait on it.
+  tests/fuzz.sh --build-only
   cargo build -q -p mco-vm-tests --tests
   cargo nextest run --workspace --all-targets --no-run
 }
@@ -177,11 +183,10 @@ stage build build
 
 [ $build_images = no ] || collect images
 
-# Fuzzing smoke run: every fuzz target built on the stable toolchain (niced: it takes what the
-# other stages leave of the cores) and run for 10 s from its seeds (docs/fuzzing.md); a crash,
-# timeout or OOM fails here. Its instrumented build is its own target dir (target/fuzz), kept
-# between runs.
-bg_stage fuzz tests/fuzz.sh 10
+# Fuzzing smoke run: every fuzz target (built by the build stage) run for 10 s from its seeds,
+# niced: it takes what the other stages leave of the cores (docs/fuzzing.md); a crash, timeout or
+# OOM fails here.
+bg_stage fuzz tests/fuzz.sh --no-build 10
 
 # Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
 if [ ${#left_out[@]} -gt 0 ]; then
@@ -247,9 +252,9 @@ stage crash-safety "${fg_nice[@]}" cargo nextest run -p mco-agent --features fai
 stage packaging "${fg_nice[@]}" tests/packaging.sh
 
 collect fuzz
-# MCO_PRUNE=1 (.ci/run): the instrumented build (gigabytes) goes; the corpus stays.
-if [ "${MCO_PRUNE:-0}" = 1 ]; then
-  find target/fuzz -mindepth 1 -maxdepth 1 ! -name corpus ! -name artifacts -exec rm -rf {} +
+# MCO_PRUNE=1 (.ci/run): the instrumented crates and the fuzz targets go; the corpus stays.
+if [ "${MCO_PRUNE:-0}" = 1 ] && [ -f target/fuzz/instrumented.outputs ]; then
+  xargs -r rm -f <target/fuzz/instrumented.outputs
 fi
 if [ $vm_in_background = yes ]; then
   collect vm

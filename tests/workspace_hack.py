@@ -151,6 +151,21 @@ def differing(tmp, kinds):
     return listed
 
 
+def with_fuzz(tmp, union):
+    """The union, with what the fuzz workspace (fuzz/, its own workspace) asks of the same
+    dependencies: tests/fuzz.sh builds it into the project's target directory to reuse the
+    binaries' dependency tree, which it does only where it resolves the same features (one crate
+    that differs, cc with `parallel` for libfuzzer-sys, rebuilt every crate whose build script
+    compiles C). The dependencies only the fuzz targets have are not listed."""
+    fuzz = features(tmp, "normal,build", ["--manifest-path", os.path.join(tmp, "fuzz", "Cargo.toml")])
+    everything = features(tmp, "normal,build", ["--workspace"])
+    listed = dict(union)
+    for key, own in fuzz.items():
+        if key in everything and not own <= everything[key]:
+            listed[key] = everything[key] | own | listed.get(key, set())
+    return listed
+
+
 def render(directory, union):
     """The crate's Cargo.toml: every third-party dependency, exactly its unified features."""
     package, _, purpose = CRATES[directory]
@@ -177,7 +192,10 @@ def main():
         raise SystemExit(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         blank_copy(tmp)
-        wanted = {d: render(d, differing(tmp, CRATES[d][1])) for d in CRATES}
+        wanted = {}
+        for d in CRATES:
+            union = differing(tmp, CRATES[d][1])
+            wanted[d] = render(d, with_fuzz(tmp, union) if d == "workspace-hack" else union)
     stale = []
     for directory, text in wanted.items():
         path = os.path.join(ROOT, directory, "Cargo.toml")
