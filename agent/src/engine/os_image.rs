@@ -214,7 +214,10 @@ pub fn policy_accepts_storage(policy: &serde_json::Value) -> bool {
 }
 
 /// `policy` with a rule accepting the image in local storage, keyed as the MCD keys it:
-/// `[<driver>@<graph root>]<reference>@<image id>`.
+/// `[<driver>@<graph root>]<reference>@<image id>`, the identity containers/image gives
+/// `containers-storage:<reference>` once it has found the image (no run root: the store is
+/// named by its driver and graph root). The ID pins the image: what the reference names after
+/// it moved to another image is refused (`agent/tests/os_local_image.rs`, with skopeo).
 pub fn patched_policy(
     mut policy: serde_json::Value,
     driver: &str,
@@ -240,6 +243,36 @@ pub fn patched_policy(
     Ok(policy)
 }
 
+/// Where podman keeps its images: the store that a `containers-storage` policy scope names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalStore {
+    /// The storage driver (`overlay` on a node).
+    pub driver: String,
+    /// The store's graph root (`/var/lib/containers/storage` on a node).
+    pub graph_root: String,
+}
+
+/// The store podman uses, from `podman system info --format=json` (as the MCD asks it): with
+/// the host's storage configuration, the store `containers-storage:<reference>` opens.
+pub async fn local_store(cmds: &dyn HostCommands) -> Result<LocalStore> {
+    let info = cmds
+        .stdout(&["podman", "system", "info", "--format=json"])
+        .await
+        .context("asking podman where its storage is")?;
+    let info: serde_json::Value =
+        serde_json::from_str(&info).context("reading podman system info")?;
+    let field = |k: &str| {
+        info.pointer(&format!("/store/{k}"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .with_context(|| format!("podman system info has no store.{k}"))
+    };
+    Ok(LocalStore {
+        driver: field("graphDriverName")?,
+        graph_root: field("graphRoot")?,
+    })
+}
+
 /// The MCD's `patchPoliciesForContainerStorage`: when the node's policy would refuse the
 /// image in local storage, rpm-ostreed is restarted with a patched copy bound over it. `Ok`
 /// without doing anything when the policy needs no patch.
@@ -258,20 +291,14 @@ async fn patch_policy(
     if policy_accepts_storage(&policy) {
         return Ok(());
     }
-    let info = cmds
-        .stdout(&["podman", "system", "info", "--format=json"])
-        .await
-        .context("asking podman where its storage is")?;
-    let info: serde_json::Value =
-        serde_json::from_str(&info).context("reading podman system info")?;
-    let field = |k: &str| {
-        info.pointer(&format!("/store/{k}"))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-            .with_context(|| format!("podman system info has no store.{k}"))
-    };
-    let (driver, graph_root) = (field("graphDriverName")?, field("graphRoot")?);
-    let patched = patched_policy(policy, &driver, &graph_root, reference, &local.id)?;
+    let store = local_store(cmds).await?;
+    let patched = patched_policy(
+        policy,
+        &store.driver,
+        &store.graph_root,
+        reference,
+        &local.id,
+    )?;
     let mut json = serde_json::to_vec_pretty(&patched)?;
     json.push(b'\n');
     root.write_atomic(
