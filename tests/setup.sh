@@ -31,7 +31,8 @@ packages=(
   # pinned image sets: a real container runtime's CRI image service and a real registry with
   # TLS and htpasswd (apache2-utils), images pushed and inspected with skopeo
   containerd docker-registry apache2-utils skopeo
-  # the OS rebase from local container storage (agent/tests/os_local_image.rs): real podman
+  # the OS rebase from local container storage (agent/tests/os_local_image.rs): real podman,
+  # and skopeo (above) judging the temporary signature policy
   podman
   # benchmarks
   nginx-light wrk openssl
