@@ -188,20 +188,14 @@ stage build build
 # OOM fails here.
 bg_stage fuzz tests/fuzz.sh --no-build 10
 
-# Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
-if [ ${#left_out[@]} -gt 0 ]; then
-  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run:"
-  cargo nextest list --workspace --all-targets --message-format oneline -E "$joined" | sed 's/^/  skipped: /'
-fi
-stage nextest cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
-
 # qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest
 # (tests/vm/README.md). Nothing it needs is built any more (the binaries it installs are
-# target/vm-bin's copies), so it starts here, in the background beside the stages below, which
-# run niced: the guests keep the cores they ask for (starved guests missed their boot deadlines
-# when the builds beside them ran at the same priority), the stages below take the rest. The
-# cargo tests run before it, alone with the fuzzing (niced too). MCO_VM_BACKGROUND=0 runs it
-# last, alone, instead.
+# target/vm-bin's copies), so it starts here, in the background, as soon as the build is done:
+# its two lanes of scenarios are the run's longest chain (docs/testing.md "Stage times"). The
+# cargo tests run beside it at the same priority (the guests' budgets follow their boot pace);
+# the stages after them run niced, so that the guests keep the cores they ask for (starved
+# guests missed their boot deadlines when builds beside them ran at the same priority).
+# MCO_VM_BACKGROUND=0 runs it last, alone, instead.
 vm_in_background=no
 fg_nice=()
 if [ $skip_vm = yes ]; then
@@ -210,8 +204,16 @@ elif [ "${MCO_VM_BACKGROUND:-1}" = 1 ]; then
   free_space
   MCO_VM_BIN_DIR=$PWD/target/vm-bin bg_stage vm tests/vm/run.sh
   vm_in_background=yes
-  fg_nice=(nice -n 10)
 fi
+
+# Unit and integration tests (real ostree, dbus-daemon, Ignition, kubectl; see docs/testing.md).
+if [ ${#left_out[@]} -gt 0 ]; then
+  echo "tests/run.sh: skipped (MCO_TEST_SKIP=$MCO_TEST_SKIP), not run:"
+  cargo nextest list --workspace --all-targets --message-format oneline -E "$joined" | sed 's/^/  skipped: /'
+fi
+stage nextest cargo nextest run --workspace --all-targets --no-fail-fast "${filter[@]}"
+
+[ $vm_in_background = no ] || fg_nice=(nice -n 10)
 stage doctests "${fg_nice[@]}" cargo test --workspace --doc
 # The API docs build without a warning (broken, private or ambiguous intra-doc links): ~15 s warm.
 # The targets are chosen so that the build resolves the test feature set (the examples, like tests,
