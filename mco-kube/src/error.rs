@@ -66,6 +66,11 @@ pub enum Blocker {
     Terminating { finalizers: Vec<String> },
     /// The API failed.
     Error(String),
+    /// Still on the node, and no PodDisruptionBudget of its namespace refuses its eviction
+    /// now: a drain controller's drain seen from the node ([`crate::drain::holders`]).
+    NotEvictableYet,
+    /// What holds it could not be read (the message says why).
+    Unknown(String),
 }
 
 impl fmt::Display for Blocker {
@@ -88,6 +93,8 @@ impl fmt::Display for Blocker {
                 )
             }
             Self::Error(message) => f.write_str(message),
+            Self::NotEvictableYet => f.write_str("not evictable yet"),
+            Self::Unknown(why) => write!(f, "unknown ({why})"),
         }
     }
 }
@@ -117,6 +124,33 @@ pub(crate) fn describe(blocked: &[BlockedPod]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// How every message the companion's drain controller writes into the node's `reason` begins
+/// (the MCO's log line for a failed try): while one is there, the agent waiting on that drain
+/// leaves the reason to the controller.
+pub const DRAIN_CONTROLLER_FAILED: &str = "Drain failed.";
+
+/// How the node's `reason` begins while the agent waits on a drain controller and names what
+/// holds the drain ([`waiting_for_drain_controller`]): the agent clears only a reason of its own.
+pub const WAITING_FOR_DRAIN_CONTROLLER: &str = "Waiting for the drain controller:";
+
+/// The node's `reason` while a drain controller has been draining `node` for `elapsed`: each
+/// pod left and what holds it, in the words of a drain's own errors ([`DrainError::Blocked`]).
+pub fn waiting_for_drain_controller(
+    node: &str,
+    elapsed: Duration,
+    blocked: &[BlockedPod],
+) -> String {
+    let left = if blocked.is_empty() {
+        "no pod left to evict".to_string()
+    } else {
+        describe(blocked)
+    };
+    format!(
+        "{WAITING_FOR_DRAIN_CONTROLLER} node {node} not drained after {}: {left}",
+        seconds(&elapsed)
+    )
 }
 
 impl ClusterError {

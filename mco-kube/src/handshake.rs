@@ -23,6 +23,11 @@ pub struct HandshakeOptions {
     pub drain_timeout: Duration,
     /// How long to wait for an uncordon.
     pub uncordon_timeout: Duration,
+    /// A drain going on for longer than this gets what holds it written into the node's
+    /// `reason` (see `kube_node::report_drain_holders`)...
+    pub report_after: Duration,
+    /// ...and again every this long while it goes on.
+    pub report_every: Duration,
 }
 
 impl Default for HandshakeOptions {
@@ -31,6 +36,12 @@ impl Default for HandshakeOptions {
             poll_interval: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(3600),
             uncordon_timeout: Duration::from_secs(600),
+            // Two of the drain controller's 90 s tries: a drain that ends within its first try
+            // (most do) is never reported, and the companion's drain controller, which writes
+            // its failed first try's message itself, has done so by then.
+            report_after: Duration::from_secs(180),
+            // The drain controller's requeue of a failed try (1 minute).
+            report_every: Duration::from_secs(60),
         }
     }
 }

@@ -46,7 +46,7 @@ pub struct KubeNodeApi {
     pub(super) options: ClusterOptions,
     pub(super) retry: RetryPolicy,
     /// The Node as last seen through the watch or our own writes (`node_view`).
-    view: Arc<NodeView>,
+    pub(super) view: Arc<NodeView>,
     /// The MachineConfigNode as our last write returned it (`kube_mcn`).
     pub(super) mcn: std::sync::Mutex<Option<serde_json::Value>>,
 }
@@ -138,10 +138,15 @@ impl KubeNodeApi {
     }
 
     /// The Node: from the watch when it is live (no request), else read from the API server.
-    async fn node(&self) -> Result<Node, ClusterError> {
+    pub(super) async fn node(&self) -> Result<Node, ClusterError> {
         if let Some(node) = self.view.current() {
             return Ok(node);
         }
+        self.fresh_node().await
+    }
+
+    /// The Node read from the API server.
+    pub(super) async fn fresh_node(&self) -> Result<Node, ClusterError> {
         let action = format!("reading node {}", self.node);
         let node = with_retry(&self.retry, &action, || self.nodes.get(&self.node)).await?;
         self.view.saw(&node);
@@ -277,9 +282,7 @@ impl NodeApi for KubeNodeApi {
         }
         match self.mode {
             DrainMode::Agent => self.agent_drain(config).await,
-            DrainMode::Controller => {
-                handshake::request(self, &self.options.handshake, DRAIN_VERB, config).await
-            }
+            DrainMode::Controller => self.controller_drain(config).await,
         }
     }
 

@@ -27,6 +27,7 @@
 
 pub mod annotations;
 mod client;
+mod controller_drain;
 pub mod drain;
 pub mod error;
 pub mod events;

@@ -1,4 +1,4 @@
-//! The core/v1 Pod and Node as the agent reads them: the object's metadata and only the spec
+//! The core/v1 Pod and Node (and the policy/v1 PodDisruptionBudget) as the agent reads them: the object's metadata and only the spec
 //! and status fields the agent looks at; serde skips the rest of the JSON.
 //!
 //! Why not k8s-openapi's `Pod` and `Node`: their deserializers cover every field of the API
@@ -11,7 +11,7 @@
 //! back (a PUT of one would drop every field it does not hold). The agent changes a Node with
 //! merge patches and evicts pods through the Eviction subresource only.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -82,6 +82,46 @@ machine_config::api_resource!(
     "Node",
     "nodes",
     k8s_openapi::ClusterResourceScope
+);
+
+/// A policy/v1 PodDisruptionBudget as the agent reads it while a drain controller drains its
+/// node: which pods it selects and whether it allows a disruption now
+/// ([`crate::drain::holders`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodDisruptionBudget {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<PodDisruptionBudgetSpec>,
+    pub status: Option<PodDisruptionBudgetStatus>,
+}
+
+/// `spec` of a [`PodDisruptionBudget`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodDisruptionBudgetSpec {
+    /// Absent selects no pod, `{}` every pod of the namespace (policy/v1).
+    pub selector: Option<LabelSelector>,
+}
+
+/// `status` of a [`PodDisruptionBudget`], as the disruption controller writes it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudgetStatus {
+    #[serde(default)]
+    pub disruptions_allowed: i32,
+    #[serde(default)]
+    pub current_healthy: i32,
+    #[serde(default)]
+    pub desired_healthy: i32,
+}
+
+machine_config::api_resource!(
+    PodDisruptionBudget,
+    "policy",
+    "policy/v1",
+    "v1",
+    "PodDisruptionBudget",
+    "poddisruptionbudgets",
+    k8s_openapi::NamespaceResourceScope
 );
 
 #[cfg(test)]

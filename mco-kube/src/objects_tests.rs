@@ -184,6 +184,57 @@ fn nodes_read_as_the_full_type_reads_them() {
 }
 
 #[test]
+fn budgets_read_as_the_full_type_reads_them() {
+    use k8s_openapi::api::policy::v1 as policy;
+    let full_budget = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 2},
+        "spec": {
+            "maxUnavailable": 0,
+            "unhealthyPodEvictionPolicy": "IfHealthyBudget",
+            "selector": {"matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}
+        },
+        "status": {
+            "observedGeneration": 2, "disruptionsAllowed": 0, "currentHealthy": 3,
+            "desiredHealthy": 3, "expectedPods": 3,
+            "disruptedPods": {"web-1": "2026-11-26T10:00:00Z"},
+            "conditions": [{"type": "DisruptionAllowed", "status": "False",
+                "reason": "InsufficientPods", "message": "",
+                "lastTransitionTime": "2026-11-26T10:00:00Z"}]
+        }
+    });
+    let variants = [
+        full_budget.clone(),
+        with(full_budget.clone(), "/status/disruptionsAllowed", json!(2)),
+        with(full_budget.clone(), "/spec/selector", Value::Null),
+        with(full_budget.clone(), "/status", Value::Null),
+        json!({"metadata": {"name": "b"}}),
+    ];
+    for value in variants {
+        let slim: PodDisruptionBudget = serde_json::from_value(value.clone()).unwrap();
+        let budget: policy::PodDisruptionBudget = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(slim.metadata, budget.metadata, "{value}");
+        assert_eq!(
+            slim.spec.and_then(|s| s.selector),
+            budget.spec.and_then(|s| s.selector),
+            "{value}"
+        );
+        let numbers = |s: &PodDisruptionBudgetStatus| {
+            (s.disruptions_allowed, s.current_healthy, s.desired_healthy)
+        };
+        assert_eq!(
+            slim.status.as_ref().map(numbers),
+            budget
+                .status
+                .map(|s| (s.disruptions_allowed, s.current_healthy, s.desired_healthy)),
+            "{value}"
+        );
+    }
+}
+
+#[test]
 fn the_api_paths_are_those_of_the_full_types() {
     use kube::Resource;
     for (slim, full) in [
@@ -192,6 +243,10 @@ fn the_api_paths_are_those_of_the_full_types() {
             full::Pod::url_path(&(), Some("apps")),
         ),
         (Node::url_path(&(), None), full::Node::url_path(&(), None)),
+        (
+            PodDisruptionBudget::url_path(&(), Some("apps")),
+            k8s_openapi::api::policy::v1::PodDisruptionBudget::url_path(&(), Some("apps")),
+        ),
     ] {
         assert_eq!(slim, full);
     }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON};
+use machine_config::mco::annotations::{DESIRED_DRAIN, LAST_APPLIED_DRAIN, REASON, STATE};
 use mco_kube::{ClusterOptions, DrainMode, DrainOptions, KubeNodeApi, NodeApi, RetryPolicy};
 use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::{Value, json};
@@ -456,6 +456,211 @@ async fn controller_handshake_times_out_with_the_mcd_message() {
         Some("drain-rendered-worker-1")
     );
     assert_eq!(event_reasons(&server), ["Cordon", "Drain", "FailedToDrain"]);
+}
+
+/// A `--drain-mode controller` client that says what holds a drain after `report_after`, then
+/// every 200 ms.
+async fn controller_api(server: &TestApiServer, report_after: Duration) -> KubeNodeApi {
+    let kubeconfig = server.dir().join("kubelet.kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
+        .unwrap();
+    let mut options = ClusterOptions::new(NODE);
+    options.kubeconfig = kubeconfig;
+    options.drain_mode = DrainMode::Controller;
+    options.handshake.poll_interval = Duration::from_millis(100);
+    options.handshake.report_after = report_after;
+    options.handshake.report_every = Duration::from_millis(200);
+    options.retry = RetryPolicy {
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(500),
+        attempt_timeout: Duration::from_secs(2),
+    };
+    KubeNodeApi::connect(&options).await.unwrap()
+}
+
+/// A pod held by a budget that allows no disruption, one held by nothing, and the node
+/// `Working`, as the agent leaves it before a drain.
+fn blocked_cluster() -> TestApiServer {
+    let server = cluster();
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pod("apps", "cache", NODE, &[("app", "cache")]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web-budget",
+            &[("app", "web")],
+            json!({"maxUnavailable": 0}),
+        ))
+        .unwrap();
+    let working = json!({"metadata": {"annotations": {STATE: "Working", REASON: ""}}});
+    server
+        .patch("nodes", None, NODE, &working, Target::Main)
+        .unwrap();
+    server
+}
+
+/// Waits until `check` holds for the node's reason; returns it.
+async fn wait_reason(server: &TestApiServer, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let reason = annotation(server, REASON).unwrap_or_default();
+        if check(&reason) {
+            return reason;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; the reason is {reason:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Plays the MCO's drain controller finishing: the pods evicted, the request copied into
+/// `lastAppliedDrain` (the node cordoned), and `extra` annotations with it.
+fn finish_drain(server: &TestApiServer, extra: Value) {
+    for pod in pod_names(server, NODE) {
+        server.delete("pods", Some("apps"), &pod).unwrap();
+    }
+    let mut patch = json!({"metadata": {"annotations": {LAST_APPLIED_DRAIN: annotation(server, DESIRED_DRAIN)}}, "spec": {"unschedulable": true}});
+    patch["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    server
+        .patch("nodes", None, NODE, &patch, Target::Main)
+        .unwrap();
+}
+
+/// With the MCO's drain controller, which writes nothing into the node, a drain that goes on
+/// gets what holds it into the reason from the agent (the pods and budgets it reads), in its
+/// own drain's words; the state stays Working; once the controller answers, the reason is
+/// cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_controller_drain_names_the_pods_and_budgets_that_hold_it() {
+    let server = blocked_cluster();
+    let api = controller_api(&server, Duration::from_millis(300)).await;
+    let drain = api.drain("rendered-worker-1");
+    let controller = async {
+        let reason = wait_reason(&server, "what holds the drain", |r| !r.is_empty()).await;
+        assert!(
+            reason
+                .starts_with("Waiting for the drain controller: node worker-0 not drained after ")
+                && reason.contains(
+                    "pod apps/web-1: eviction refused by PodDisruptionBudget \"web-budget\" \
+                     (The disruption budget web-budget needs 1 healthy pods and has 1 currently)"
+                )
+                && reason.contains("pod apps/cache: not evictable yet"),
+            "{reason}"
+        );
+        assert_eq!(annotation(&server, STATE).as_deref(), Some("Working"));
+        // Renewed while the drain goes on: the elapsed time moves.
+        wait_reason(&server, "a renewed reason", |r| {
+            r.starts_with("Waiting for the drain controller:") && r != reason
+        })
+        .await;
+        finish_drain(&server, json!({}));
+    };
+    let (result, ()) = tokio::join!(drain, controller);
+    result.unwrap();
+    assert_eq!(annotation(&server, REASON).as_deref(), Some(""), "cleared");
+    assert_eq!(annotation(&server, STATE).as_deref(), Some("Working"));
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/eviction")),
+        "the controller drains, not the agent"
+    );
+}
+
+/// The companion's drain controller writes each failed try's message into the reason itself:
+/// while one is there the agent writes nothing, even when its own look came first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_companions_drain_message_is_left_to_the_companion() {
+    let server = blocked_cluster();
+    let api = controller_api(&server, Duration::from_millis(300)).await;
+    let drain = api.drain("rendered-worker-1");
+    let companion = "Drain failed. Waiting 1 minute then retrying. Error message from drain: \
+                     failed to drain node worker-0 after 1m 30s: pod apps/web-1: eviction refused";
+    let controller = async {
+        wait_reason(&server, "the agent's first look", |r| {
+            r.starts_with("Waiting for the drain controller:")
+        })
+        .await;
+        // The controller's failed try lands after the agent's look.
+        let patch = json!({"metadata": {"annotations": {REASON: companion}}});
+        server
+            .patch("nodes", None, NODE, &patch, Target::Main)
+            .unwrap();
+        // Through five of the agent's looks (200 ms apart), the reason stays the controller's.
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            assert_eq!(annotation(&server, REASON).as_deref(), Some(companion));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The companion clears its own message with its answer.
+        finish_drain(&server, json!({REASON: ""}));
+    };
+    let (result, ()) = tokio::join!(drain, controller);
+    result.unwrap();
+    assert_eq!(annotation(&server, REASON).as_deref(), Some(""));
+}
+
+/// A drain the controller answers within the bound reads no pods and writes no reason; pods and
+/// budgets the agent may not read leave the wait going on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_controller_drain_reads_nothing_and_a_failed_read_is_only_logged() {
+    let server = blocked_cluster();
+    let api = controller_api(&server, Duration::from_secs(30)).await;
+    std::thread::scope(|scope| {
+        scope.spawn(|| controller(&server, 1));
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::block_in_place(|| {
+            runtime.block_on(async { api.drain("rendered-worker-1").await.unwrap() })
+        });
+    });
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path.ends_with("/pods")),
+        "no pods read within the bound"
+    );
+    assert_eq!(annotation(&server, REASON).as_deref(), Some(""));
+
+    let server = blocked_cluster();
+    server.faults().fail_next("GET", "/api/v1/pods", 1000, 503);
+    let api = controller_api(&server, Duration::from_millis(100)).await;
+    let drain = api.drain("rendered-worker-2");
+    let controller = async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while server
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/api/v1/pods" && r.status == 503)
+            .count()
+            < 5
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the agent never tried to read the pods"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            annotation(&server, REASON).as_deref(),
+            Some(""),
+            "unknown: nothing written"
+        );
+        finish_drain(&server, json!({}));
+    };
+    let (result, ()) = tokio::join!(drain, controller);
+    result.unwrap();
 }
 
 #[tokio::test]

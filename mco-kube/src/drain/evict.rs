@@ -29,10 +29,25 @@ enum Attempt {
     Refused(Blocker),
 }
 
+/// How the API server's cause of a refusal names the budget.
+const BUDGET_CAUSE_PREFIX: &str = "The disruption budget ";
+
 /// `The disruption budget web needs 2 healthy pods and has 2 currently` → `web`.
 fn budget_name(cause: &str) -> Option<&str> {
-    let rest = cause.strip_prefix("The disruption budget ")?;
+    let rest = cause.strip_prefix(BUDGET_CAUSE_PREFIX)?;
     rest.split_whitespace().next()
+}
+
+/// What an eviction refused by budget `pdb` (no disruption allowed, `desired` healthy pods
+/// needed, `current` healthy) meets: the API server's cause, as [`refusal`] reads it from a
+/// 429. For a drain seen from the node, where the budget is read rather than met.
+pub(super) fn budget_refusal(pdb: &str, desired: i32, current: i32) -> Blocker {
+    Blocker::Budget {
+        pdb: pdb.to_string(),
+        detail: format!(
+            "{BUDGET_CAUSE_PREFIX}{pdb} needs {desired} healthy pods and has {current} currently"
+        ),
+    }
 }
 
 /// What a 429 says: the budget that refused, or throttling.
@@ -187,6 +202,12 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // The same words when the budget is read rather than met.
+        assert_eq!(
+            budget_refusal("web", 2, 2),
+            refusal(&status),
+            "a budget read says what its refusal says"
+        );
         let throttled = Status::failure("slow down", "TooManyRequests").with_code(429);
         assert!(matches!(refusal(&throttled), Blocker::Error(_)));
     }

@@ -8,6 +8,7 @@
 //! [`pods::disposition`]).
 
 mod evict;
+pub mod holders;
 pub mod pods;
 
 use std::time::Duration;

@@ -89,8 +89,9 @@ pub fn overdue(node: &str, ongoing_for: Duration, t: &DrainTimings) -> Option<St
     })
 }
 
-/// How every failed try's message begins.
-pub const FAILED_PREFIX: &str = "Drain failed.";
+/// How every failed try's message begins (the agent reads it in the node's `reason` to leave the
+/// reason to this controller).
+pub const FAILED_PREFIX: &str = mco_kube::error::DRAIN_CONTROLLER_FAILED;
 
 /// What to do after a failed try.
 #[derive(Debug, Clone, PartialEq)]
@@ -230,6 +231,10 @@ mod tests {
             format!(
                 "Drain failed. Drain has been failing for more than 10 minutes. Waiting 5 minutes then retrying. Error message from drain: {err}"
             )
+        );
+        // The agent leaves the node's reason to this controller by this prefix.
+        assert!(
+            first.message.starts_with(FAILED_PREFIX) && late.message.starts_with(FAILED_PREFIX)
         );
         assert_eq!(overdue("w0", 59 * MIN, &t), None);
         assert_eq!(
