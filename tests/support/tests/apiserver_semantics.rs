@@ -10,7 +10,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use mco_test_support::apiserver::{TestApiServer, fixtures};
+use mco_test_support::apiserver::{Target, TestApiServer, fixtures};
 use serde_json::json;
 
 async fn client(server: &TestApiServer) -> kube::Client {
@@ -368,4 +368,40 @@ async fn evictions_honour_budgets() {
     assert_eq!(pdb["status"]["expectedPods"], 1);
     assert_eq!(pdb["status"]["disruptionsAllowed"], 1);
     pods.evict("web-2", &Default::default()).await.unwrap();
+}
+
+/// The disruption controller recomputes a budget's status when its spec changes, as when its
+/// pods do.
+#[test]
+fn a_budgets_status_follows_its_spec() {
+    let server = TestApiServer::start().unwrap();
+    server.seed(fixtures::node("n1")).unwrap();
+    server
+        .seed(fixtures::pod("default", "web-1", "n1", &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "default",
+            "web-pdb",
+            &[("app", "web")],
+            json!({"maxUnavailable": 0}),
+        ))
+        .unwrap();
+    let allowed = || {
+        server
+            .get("poddisruptionbudgets", Some("default"), "web-pdb")
+            .unwrap()["status"]["disruptionsAllowed"]
+            .clone()
+    };
+    assert_eq!(allowed(), 0);
+    server
+        .patch(
+            "poddisruptionbudgets",
+            Some("default"),
+            "web-pdb",
+            &json!({"spec": {"maxUnavailable": 1}}),
+            Target::Main,
+        )
+        .unwrap();
+    assert_eq!(allowed(), 1);
 }

@@ -279,7 +279,9 @@ impl Store {
         } else {
             self.commit(inner, res, EventKind::Modified, updated, Some(old))
         };
-        if def.plural == "pods" {
+        // The disruption controller recomputes a budget's status when its pods or its own
+        // spec change.
+        if matches!(def.plural, "pods" | "poddisruptionbudgets") {
             self.refresh_budgets(inner, &ns);
         }
         Ok(stored)
