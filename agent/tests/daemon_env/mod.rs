@@ -85,6 +85,8 @@ pub struct Node {
     /// Whether the agent gets `--config-server` (true); without it, in cluster mode, it reads
     /// rendered configs by name from the API server.
     pub config_server_arg: bool,
+    /// Further options of `mco-agent start` (hidden test timings).
+    pub agent_args: Vec<String>,
 }
 
 /// The Node object's name.
@@ -194,6 +196,7 @@ impl Node {
             cluster: None,
             pool_arg: Some("worker".into()),
             config_server_arg: true,
+            agent_args: Vec::new(),
         }
     }
 
@@ -336,6 +339,7 @@ impl Node {
                 .arg("--ca")
                 .arg(&self.ca_file);
         }
+        cmd.args(&self.agent_args);
         cmd.args(["--node-name", "node-0", "--poll-interval", "100ms"])
             .arg("--root")
             .arg(&self.root)

@@ -127,6 +127,13 @@ pub struct Args {
     /// attempts, is tried again (kubectl's 5 s).
     #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "5s")]
     pub drain_retry: Duration,
+    /// Controller drains: how long the drain may go on before the node's reason names the pods
+    /// left and what holds them (two of the drain controller's 90 s tries).
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "3m")]
+    pub drain_report_after: Duration,
+    /// Controller drains: how often that reason is renewed (the drain controller's requeue).
+    #[arg(long, hide = true, value_parser = humantime::parse_duration, default_value = "1m")]
+    pub drain_report_every: Duration,
     /// After the reboot into an update: how long the health checks (the units the config
     /// enables, the kubelet, the executables in /etc/mco-agent/health.d/) may take to pass
     /// before the boot is rolled back to the previous deployment and config.
@@ -331,6 +338,8 @@ async fn run_daemon(args: &Args) -> Result<Option<String>> {
                 attempt_pause: args.drain_retry,
                 ..DrainOptions::default()
             };
+            options.handshake.report_after = args.drain_report_after;
+            options.handshake.report_every = args.drain_report_every;
             tracing::info!(
                 drain_mode = ?options.drain_mode,
                 eviction_kubeconfig = ?options.eviction_kubeconfig,
