@@ -32,25 +32,46 @@ fn cluster() -> TestApiServer {
     server
 }
 
-async fn node_api(server: &TestApiServer, mode: DrainMode, drain: DrainOptions) -> KubeNodeApi {
+/// The node's kubeconfig, the test's quick handshake polls and retries.
+fn options(server: &TestApiServer, mode: DrainMode) -> ClusterOptions {
     let kubeconfig = server.dir().join("kubelet.kubeconfig");
-    let eviction = server.dir().join("evictor.kubeconfig");
     server
         .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
         .unwrap();
-    server.write_kubeconfig(&eviction, EVICTOR).unwrap();
     let mut options = ClusterOptions::new(NODE);
     options.kubeconfig = kubeconfig;
-    options.eviction_kubeconfig = Some(eviction);
     options.drain_mode = mode;
-    options.drain = drain;
     options.handshake.poll_interval = Duration::from_millis(100);
     options.retry = RetryPolicy {
         initial_delay: Duration::from_millis(50),
         max_delay: Duration::from_millis(500),
         attempt_timeout: Duration::from_secs(2),
     };
+    options
+}
+
+async fn node_api(server: &TestApiServer, mode: DrainMode, drain: DrainOptions) -> KubeNodeApi {
+    let eviction = server.dir().join("evictor.kubeconfig");
+    server.write_kubeconfig(&eviction, EVICTOR).unwrap();
+    let mut options = options(server, mode);
+    options.eviction_kubeconfig = Some(eviction);
+    options.drain = drain;
     KubeNodeApi::connect(&options).await.unwrap()
+}
+
+/// Pod `apps/web-1` on the node, held by budget `web-budget` (`maxUnavailable: 0`).
+fn seed_held_pod(server: &TestApiServer) {
+    server
+        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
+        .unwrap();
+    server
+        .seed(fixtures::pdb(
+            "apps",
+            "web-budget",
+            &[("app", "web")],
+            json!({"maxUnavailable": 0}),
+        ))
+        .unwrap();
 }
 
 fn pod_names(server: &TestApiServer, node: &str) -> Vec<String> {
@@ -301,17 +322,7 @@ async fn a_budget_that_frees_up_lets_the_drain_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_drain_shows_the_pod_and_budget_in_the_reason_until_it_completes() {
     let server = cluster();
-    server
-        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
-        .unwrap();
-    server
-        .seed(fixtures::pdb(
-            "apps",
-            "web-budget",
-            &[("app", "web")],
-            json!({"maxUnavailable": 0}),
-        ))
-        .unwrap();
+    seed_held_pod(&server);
     let short_attempts = DrainOptions {
         attempt_timeout: Duration::from_millis(700),
         ..fast_drain()
@@ -434,17 +445,17 @@ async fn controller_handshake() {
 #[tokio::test]
 async fn controller_handshake_times_out_with_the_mcd_message() {
     let server = cluster();
-    let kubeconfig = server.dir().join("kubelet.kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
-        .unwrap();
-    let mut options = ClusterOptions::new(NODE);
-    options.kubeconfig = kubeconfig;
-    options.drain_mode = DrainMode::Controller;
-    options.handshake.poll_interval = Duration::from_millis(100);
+    let mut options = options(&server, DrainMode::Controller);
     options.handshake.drain_timeout = Duration::from_secs(1);
+    // Saying what holds the drain meanwhile changes neither the error nor the events.
+    options.handshake.report_after = Duration::from_millis(200);
+    options.handshake.report_every = Duration::from_millis(200);
     let api = KubeNodeApi::connect(&options).await.unwrap();
     let err = api.drain("rendered-worker-1").await.unwrap_err();
+    assert!(
+        annotation(&server, REASON).is_some_and(|r| r.ends_with(": no pod left to evict")),
+        "the agent said what holds the drain while it waited"
+    );
     assert_eq!(
         err.to_string(),
         format!(
@@ -461,21 +472,9 @@ async fn controller_handshake_times_out_with_the_mcd_message() {
 /// A `--drain-mode controller` client that says what holds a drain after `report_after`, then
 /// every 200 ms.
 async fn controller_api(server: &TestApiServer, report_after: Duration) -> KubeNodeApi {
-    let kubeconfig = server.dir().join("kubelet.kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig, &format!("system:node:{NODE}"))
-        .unwrap();
-    let mut options = ClusterOptions::new(NODE);
-    options.kubeconfig = kubeconfig;
-    options.drain_mode = DrainMode::Controller;
-    options.handshake.poll_interval = Duration::from_millis(100);
+    let mut options = options(server, DrainMode::Controller);
     options.handshake.report_after = report_after;
     options.handshake.report_every = Duration::from_millis(200);
-    options.retry = RetryPolicy {
-        initial_delay: Duration::from_millis(50),
-        max_delay: Duration::from_millis(500),
-        attempt_timeout: Duration::from_secs(2),
-    };
     KubeNodeApi::connect(&options).await.unwrap()
 }
 
@@ -483,19 +482,9 @@ async fn controller_api(server: &TestApiServer, report_after: Duration) -> KubeN
 /// `Working`, as the agent leaves it before a drain.
 fn blocked_cluster() -> TestApiServer {
     let server = cluster();
-    server
-        .seed(fixtures::pod("apps", "web-1", NODE, &[("app", "web")]))
-        .unwrap();
+    seed_held_pod(&server);
     server
         .seed(fixtures::pod("apps", "cache", NODE, &[("app", "cache")]))
-        .unwrap();
-    server
-        .seed(fixtures::pdb(
-            "apps",
-            "web-budget",
-            &[("app", "web")],
-            json!({"maxUnavailable": 0}),
-        ))
         .unwrap();
     let working = json!({"metadata": {"annotations": {STATE: "Working", REASON: ""}}});
     server
