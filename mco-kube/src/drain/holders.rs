@@ -49,10 +49,21 @@ fn refusing(budget: &PodDisruptionBudget) -> Option<Blocker> {
     })
 }
 
-/// Each pod of `pods` a drain removes, with what holds it; the pods a drain leaves (running
-/// DaemonSet pods, mirror pods) are not named.
+/// The order pods are named in: those a budget holds first (what `kubectl mco` and the status
+/// page show of a drain is its first pod, `fleet::drain_block`), then those being deleted.
+fn rank(blocker: &Blocker) -> u8 {
+    match blocker {
+        Blocker::Budget { .. } => 0,
+        Blocker::Terminating { .. } => 1,
+        _ => 2,
+    }
+}
+
+/// Each pod of `pods` a drain removes, with what holds it, budgets first; the pods a drain
+/// leaves (running DaemonSet pods, mirror pods) are not named.
 pub fn holders(pods: &[Pod], budgets: &Budgets) -> Vec<BlockedPod> {
-    pods.iter()
+    let mut blocked: Vec<BlockedPod> = pods
+        .iter()
         .filter_map(|pod| {
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             let blocker = match pods::disposition(pod) {
@@ -78,7 +89,9 @@ pub fn holders(pods: &[Pod], budgets: &Budgets) -> Vec<BlockedPod> {
                 blocker,
             })
         })
-        .collect()
+        .collect();
+    blocked.sort_by_key(|b| rank(&b.blocker));
+    blocked
 }
 
 /// Reads the pods bound to `node` and the budgets of their namespaces, each call given one
@@ -156,9 +169,10 @@ mod tests {
 
     #[test]
     fn a_budget_allowing_no_disruption_holds_its_pods_in_the_drains_words() {
+        // Listed as the API lists them, by name; named with the budget's pod first.
         let pods = [
-            pod("web-1", json!({"app": "web"})),
             pod("cache", json!({"app": "cache"})),
+            pod("web-1", json!({"app": "web"})),
         ];
         let budgets =
             held(json!({"disruptionsAllowed": 0, "desiredHealthy": 1, "currentHealthy": 1}));
@@ -174,7 +188,7 @@ mod tests {
         let freed =
             held(json!({"disruptionsAllowed": 1, "desiredHealthy": 1, "currentHealthy": 2}));
         assert_eq!(
-            holders(&pods[..1], &freed)[0].blocker,
+            holders(&pods[1..], &freed)[0].blocker,
             Blocker::NotEvictableYet
         );
     }

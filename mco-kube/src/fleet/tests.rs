@@ -142,8 +142,25 @@ fn pools_nodes_steps_and_reasons() {
 #[test]
 fn drain_messages() {
     type Want<'a> = Option<(&'a str, Option<&'a str>)>;
-    let cases: [(&str, Want); 4] = [
+    let cases: [(&str, Want); 5] = [
         (DRAIN_MESSAGE, Some(("app/db-0", Some("db")))),
+        // The agent's reason while a drain controller drains (budgets named first).
+        (
+            &crate::error::waiting_for_drain_controller(
+                "n",
+                std::time::Duration::from_secs(180),
+                &[crate::BlockedPod {
+                    namespace: "app".into(),
+                    name: "db-0".into(),
+                    blocker: crate::Blocker::Budget {
+                        pdb: "db".into(),
+                        detail: "The disruption budget db needs 1 healthy pods and has 1 currently"
+                            .into(),
+                    },
+                }],
+            ),
+            Some(("app/db-0", Some("db"))),
+        ),
         (
             "failed to drain node n after 10s: pod a/b: evicted but still terminating",
             Some(("a/b", None)),
