@@ -89,6 +89,15 @@ fn a_node_may_do_what_its_agent_needs_and_no_more() {
         "yes"
     );
     assert_eq!(can(&["create", "pods/eviction", "-n", "default"]), "yes");
+    // --drain-mode controller names the budgets that hold a drain; it never changes one
+    assert_eq!(
+        can(&["list", "poddisruptionbudgets.policy", "-n", "apps"]),
+        "yes"
+    );
+    assert_eq!(
+        can(&["patch", "poddisruptionbudgets.policy/web", "-n", "apps"]),
+        "no"
+    );
     // NodeRestriction and the Node authorizer keep a node to its own objects; the rest, RBAC
     assert_eq!(
         can(&["get", "nodes/worker-1"]),
