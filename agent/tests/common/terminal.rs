@@ -125,6 +125,13 @@ pub fn normalized(text: &str, paths: &[(&str, &str)]) -> String {
     let text = age.replace_all(&text, "[AGE]$5");
     let took = regex::Regex::new(r"(took|in) \d+(\.\d+)?(ms|s)\b").unwrap();
     let text = took.replace_all(&text, "$1 [AGE]");
+    // how long a drain went on: at least its timeout, more on a loaded machine (the attempt
+    // under way when the timeout passes is finished)
+    let drained = regex::Regex::new(
+        r"(drain node \S+ after|not drained after) \d+(\.\d+)?(ms|s|m|h)( \d+(\.\d+)?(ms|s|m|h))*\b",
+    )
+    .unwrap();
+    let text = drained.replace_all(&text, "$1 [AGE]");
     // the ports Linux hands out (32768-60999), not a fixed one such as a default
     let port = regex::Regex::new(r"\b127\.0\.0\.1:(3[2-9]\d{3}|[4-6]\d{4})\b").unwrap();
     let text = port.replace_all(&text, "127.0.0.1:[PORT]");
