@@ -54,7 +54,9 @@ export FUZZ_SANCOV_FLAGS="-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-stack-depth"
 export FUZZ_INSTRUMENTED="mco_fuzz ${all_targets[*]} machine_config mco_agent mco_companion \
 serde_saphyr granit_parser base64_simd vsimd"
-target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+# The project's target directory, not the fuzz workspace's own default (fuzz/target).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+target_dir=$CARGO_TARGET_DIR
 fuzz_dir=$PWD/target/fuzz
 mkdir -p "$fuzz_dir"
 
