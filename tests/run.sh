@@ -191,8 +191,9 @@ bg_stage fuzz tests/fuzz.sh --no-build 10
 # qemu (TCG) VM suite: real systemd, journald, logind, ostree in a booted Debian guest
 # (tests/vm/README.md). Nothing it needs is built any more (the binaries it installs are
 # target/vm-bin's copies), so it starts here, in the background, as soon as the build is done:
-# its two lanes of scenarios are the run's longest chain (docs/testing.md "Stage times"). The
-# cargo tests run beside it at the same priority (the guests' budgets follow their boot pace);
+# its two lanes of scenarios take about as long as everything after the build (docs/testing.md
+# "Stage times"). The cargo tests run beside it at the same priority (the guests' budgets follow
+# their boot pace);
 # the stages after them run niced, so that the guests keep the cores they ask for (starved
 # guests missed their boot deadlines when builds beside them ran at the same priority).
 # MCO_VM_BACKGROUND=0 runs it last, alone, instead.
