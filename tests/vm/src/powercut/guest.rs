@@ -77,21 +77,30 @@ pub fn set_failpoints(vm: &mut Vm, spec: Option<&str>) -> Result<()> {
 }
 
 /// Restarts the running agent (it picks up the failpoints) and waits for READY.
+/// The harness starts the agent's unit far more often than anything on a node does (a restart
+/// and a start after each stop, every update): without this, the unit's `StartLimitBurst=5` in
+/// `StartLimitIntervalSec=10min` refused the sixth start of a rebootless sequence
+/// (`start-limit-hit`), and the node never converged. `reset-failed` clears that count.
+pub const RESET_START_LIMIT: &str = "{ systemctl reset-failed mco-agent.service || true; }";
+
 pub fn restart_agent(vm: &mut Vm) -> Result<()> {
-    vm.run("systemctl restart mco-agent.service && systemctl is-active mco-agent.service")
-        .context("restarting mco-agent.service")?;
+    vm.run(&format!(
+        "{RESET_START_LIMIT} && systemctl restart mco-agent.service && \
+         systemctl is-active mco-agent.service"
+    ))
+    .context("restarting mco-agent.service")?;
     Ok(())
 }
 
 /// Lets the agent of a held boot start (a runtime drop-in that clears the hold condition) and
 /// starts it without waiting: it may resume an update that reboots the node at once.
 pub fn release_agent(vm: &mut Vm) -> Result<()> {
-    vm.run(
+    vm.run(&format!(
         "mkdir -p /run/systemd/system/mco-agent.service.d && \
          printf '[Unit]\\nConditionKernelCommandLine=\\n' \
            > /run/systemd/system/mco-agent.service.d/90-powercut-release.conf && \
-         systemctl daemon-reload && systemctl start --no-block mco-agent.service",
-    )
+         systemctl daemon-reload && {RESET_START_LIMIT} && systemctl start --no-block mco-agent.service"
+    ))
     .context("releasing mco-agent.service")?;
     Ok(())
 }

@@ -134,6 +134,7 @@ impl PowercutNode {
         self.wait_at(point)?;
         // Held after it asked for its reboot, the agent is stopped by that reboot itself.
         let own_reboot = point.name == "engine::reboot-requested";
+        let mut held = false;
         if own_reboot {
             self.vm.wait_for_reboot(self.budget(REACH))?;
         } else {
@@ -142,14 +143,26 @@ impl PowercutNode {
                     self.vm.run("systemctl stop mco-agent.service")?;
                     guest::set_failpoints(&mut self.vm, None)?;
                 }
-                Stop::Reboot => self.vm.reboot()?,
+                // The boot after it holds the agent until the stop's time is read: an update
+                // still owed its reboot would otherwise reboot the guest again, at once, while
+                // the harness is still finishing that boot (it did at `engine::recorded`).
+                Stop::Reboot => {
+                    self.vm.next_boot_kargs(&[HOLD_KARG]);
+                    self.vm.reboot()?;
+                    held = true;
+                }
             }
         }
         let took = self.stop_time()?;
         self.stop_times.push(took);
+        if held {
+            guest::release_agent(&mut self.vm)?;
+        }
         if how == Stop::Systemctl && !own_reboot {
-            self.vm
-                .run("systemctl start --no-block mco-agent.service")?;
+            self.vm.run(&format!(
+                "{} && systemctl start --no-block mco-agent.service",
+                guest::RESET_START_LIMIT
+            ))?;
         }
         let reboots = self.wait_converged(to)?;
         self.check_converged(to)?;
