@@ -56,7 +56,6 @@ export FUZZ_INSTRUMENTED="mco_fuzz ${all_targets[*]} machine_config mco_agent mc
 serde_saphyr granit_parser base64_simd vsimd"
 # The project's target directory, not the fuzz workspace's own default (fuzz/target).
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-target_dir=$CARGO_TARGET_DIR
 fuzz_dir=$PWD/target/fuzz
 mkdir -p "$fuzz_dir"
 
@@ -71,8 +70,8 @@ if [ "$build" = yes ]; then
   echo "fuzz: building ${targets[*]} (dev profile, instrumented)" >&2
   build_args=()
   for t in "${targets[@]}"; do build_args+=(--bin "$t"); done
-  # The outputs of the instrumented crates, from cargo's messages (its diagnostics go to stderr).
-  # How many crates it compiled and how many it reused goes to stderr.
+  # From cargo's messages: the instrumented crates' outputs (to the list) and how many crates
+  # were compiled and reused (to stderr, with cargo's diagnostics).
   cargo build -q --locked --manifest-path fuzz/Cargo.toml --message-format json-render-diagnostics \
     "${build_args[@]}" | python3 -c '
 import json, sys
@@ -93,7 +92,7 @@ print(f"fuzz: {built} crates compiled, {reused} reused from earlier builds", fil
   mv "$fuzz_dir/instrumented.outputs.new" "$fuzz_dir/instrumented.outputs"
   echo "$instrumented_set" >"$fuzz_dir/instrumented.cksum"
 fi
-bin_dir=$target_dir/debug
+bin_dir=$CARGO_TARGET_DIR/debug
 for t in "${targets[@]}"; do
   [ -x "$bin_dir/$t" ] || { echo "fuzz: $bin_dir/$t is not built (tests/fuzz.sh --build-only)" >&2; exit 1; }
 done
